@@ -1,0 +1,248 @@
+"""The ``lakecdc`` command line. Results go to stdout; progress and logs go to stderr."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from pipelines import __version__
+from pipelines.formats import ALL_FORMAT_IDS
+
+log = logging.getLogger("lakecdc")
+
+
+def _progress(message: str) -> None:
+    print(f"[lakecdc] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.verbose:
+        logging.getLogger("pipelines").setLevel(logging.INFO)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one clear line for people, the trace with -v
+        from pipelines.config import ConfigError
+
+        if args.verbose and not isinstance(exc, ConfigError):
+            raise
+        print(f"lakecdc: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lakecdc",
+        description="CDC messages (OMS, DataWorks, DTS, DRS formats) into Delta mirror tables: bronze → silver → gold.",
+    )
+    p.add_argument("--version", action="version", version=f"lakecdc {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what each stage does (stderr)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="generate CDC traffic for a small database and run the whole pipeline on it")
+    d.add_argument("--dir", default="./lakecdc-demo", help="working directory for landing files and the warehouse "
+                                                           "(default: ./lakecdc-demo; reset on every run)")
+    d.add_argument("--changes", type=int, default=400, help="row changes to generate (default 400)")
+    d.add_argument("--seed", type=int, default=7, help="random seed of the traffic (default 7)")
+    d.set_defaults(func=cmd_demo)
+
+    r = sub.add_parser("run", help="run pipeline stages from a YAML configuration")
+    r.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
+    r.add_argument("--stage", choices=["bronze", "silver", "gold", "all"], default="all")
+    r.add_argument("--once", action="store_true", help="run until caught up, then stop (availableNow)")
+    r.set_defaults(func=cmd_run)
+
+    dec = sub.add_parser("decode", help="decode messages (one per line) to canonical changes as JSON lines")
+    dec.add_argument("--format", required=True, choices=ALL_FORMAT_IDS, metavar="FORMAT",
+                     help="format id: " + ", ".join(ALL_FORMAT_IDS))
+    dec.add_argument("--input", help="file of messages, one per line (default: stdin)")
+    _table_options(dec)
+    dec.set_defaults(func=cmd_decode)
+
+    rp = sub.add_parser("replay", help="land a file of messages as bronze in a warehouse, then decode and apply it")
+    rp.add_argument("--format", required=True, choices=ALL_FORMAT_IDS, metavar="FORMAT",
+                    help="format id: " + ", ".join(ALL_FORMAT_IDS))
+    rp.add_argument("--input", required=True, help="file of messages, one per line")
+    rp.add_argument("--warehouse", required=True, help="warehouse directory (created if missing)")
+    _table_options(rp)
+    rp.set_defaults(func=cmd_replay)
+
+    e = sub.add_parser("export", help="print mirrors as one JSON object of canonical rows sorted by primary key")
+    e.add_argument("--warehouse", required=True)
+    e.add_argument("--table", help="only this mirror (db.table)")
+    e.add_argument("--with-system-columns", action="store_true", help="include lineage columns (_seq, _op, ...)")
+    e.set_defaults(func=cmd_export)
+
+    f = sub.add_parser("formats", help="list the supported formats: ordering, table and key, types, quirks")
+    f.add_argument("--markdown", action="store_true", help="as README's Markdown table")
+    f.set_defaults(func=cmd_formats)
+    return p
+
+
+def _table_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--conf", help="pipeline YAML for table keys and column types (same file as `run`)")
+    p.add_argument("--table", help="db.table for formats whose messages name none (oms_debezium_smt)")
+    p.add_argument("--key", action="append", default=[], metavar="DB.TABLE=COL1,COL2",
+                   help="primary key of a table (repeatable)")
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_run(args) -> int:
+    from pipelines.config import STAGES, load_config
+    from pipelines.spark import get_spark
+
+    cfg = load_config(args.conf)
+    stages = STAGES if args.stage == "all" else (args.stage,)
+    spark = get_spark("lakecdc-run")
+    available_now = args.once or cfg.trigger == "available_now"
+    from pipelines.runner import run_pipeline
+
+    summary = run_pipeline(spark, cfg, stages, available_now, progress=_progress)
+    _progress(f"finished {', '.join(summary.stages)}: {summary.applied} changes applied, {summary.stale} stale "
+              f"skipped, {summary.gold_quarantined} quarantined in gold")
+    return 0
+
+
+def _context_config(args, format_id: str, source_path: str | None = None):
+    """A PipelineConfig from --conf plus --table/--key, with one source for ``format_id``."""
+    from dataclasses import replace
+
+    from pipelines.config import ConfigError, PipelineConfig, Source, TableConfig, load_config
+
+    cfg = load_config(args.conf) if getattr(args, "conf", None) else PipelineConfig(sources=(), tables={})
+    tables = dict(cfg.tables)
+    for item in args.key:
+        name, eq, cols = item.partition("=")
+        if not eq or "." not in name or not cols:
+            raise ConfigError(f"--key {item!r}: expected DB.TABLE=COL1,COL2")
+        old = tables.get(name)
+        tables[name] = TableConfig(name=name, key=tuple(c.strip() for c in cols.split(",") if c.strip()),
+                                   columns=old.columns if old else {}, target=old.target if old else None)
+    if args.table and "." not in args.table:
+        raise ConfigError(f"--table {args.table!r}: expected DB.TABLE")
+    sources = cfg.sources
+    if source_path is not None:
+        sources = (Source(name=f"replay_{format_id}", format=format_id, path=source_path),)
+    return replace(cfg, tables=tables, default_table=args.table or cfg.default_table, sources=sources)
+
+
+def cmd_decode(args) -> int:
+    from pipelines.formats import Reject, get_decoder
+    from pipelines.silver import decode_message
+
+    cfg = _context_config(args, args.format)
+    ctx = cfg.decode_context(args.format)
+    decoder = get_decoder(args.format)
+    stream = open(args.input, "rb") if args.input else sys.stdin.buffer
+    out = sys.stdout
+    with stream:
+        for number, raw in enumerate(stream, start=1):
+            raw = raw.rstrip(b"\r\n")
+            if not raw.strip():
+                continue
+            if decoder.binary:
+                import base64
+                import binascii
+
+                try:
+                    raw = base64.b64decode(raw.strip(), validate=True)
+                except binascii.Error:
+                    pass
+            try:
+                for change in decode_message(decoder, raw, ctx):
+                    out.write(json.dumps(change.to_json_dict(), ensure_ascii=False) + "\n")
+            except Reject as exc:
+                out.write(json.dumps({"quarantine": {"line": number, "reason": str(exc)}}, ensure_ascii=False) + "\n")
+    return 0
+
+
+def cmd_replay(args) -> int:
+    import hashlib
+    import shutil
+
+    from pipelines.runner import run_pipeline
+    from pipelines.silver import reconcile
+    from pipelines.spark import get_spark
+    from pipelines.warehouse import Warehouse
+
+    src = Path(args.input)
+    if not src.is_file():
+        raise FileNotFoundError(f"--input {src}: no such file")
+    warehouse = Path(args.warehouse).resolve()
+    landing = warehouse / "_landing" / f"replay_{args.format}"
+    landing.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+    target = landing / f"{src.stem}-{digest}.jsonl"
+    if target.exists():
+        _progress(f"{src} was landed before as {target.name}: nothing new to apply")
+    else:
+        shutil.copyfile(src, target)
+    from dataclasses import replace
+
+    cfg = replace(_context_config(args, args.format, str(landing)), warehouse=str(warehouse))
+    spark = get_spark("lakecdc-replay")
+    summary = run_pipeline(spark, cfg, available_now=True, progress=_progress)
+    counts = reconcile(spark, Warehouse.from_config(cfg))
+    print(f"replayed {src}: {counts['bronze_messages']} messages in bronze; {counts['changes']} with row changes, "
+          f"{counts['heartbeats']} heartbeats, {counts['ddl_log']} DDL, {counts['quarantine']} quarantined; "
+          f"this run applied {summary.applied} changes ({summary.stale} stale skipped, "
+          f"{summary.gold_quarantined} quarantined in gold)")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from pipelines.export import export_warehouse
+    from pipelines.spark import get_spark
+    from pipelines.warehouse import Warehouse
+
+    wh = Warehouse(args.warehouse)
+    if not Path(wh.root).is_dir():
+        raise FileNotFoundError(f"--warehouse {args.warehouse}: no such directory")
+    spark = get_spark("lakecdc-export")
+    result = export_warehouse(spark, wh, args.table, args.with_system_columns)
+    print(json.dumps(result, ensure_ascii=False, indent=None))
+    return 0
+
+
+def cmd_formats(args) -> int:
+    from pipelines.formats import get_decoder
+
+    rows = []
+    for fid in ALL_FORMAT_IDS:
+        try:
+            d = get_decoder(fid)
+        except (ImportError, AttributeError) as exc:
+            rows.append((fid, "-", f"not available: {exc}", "", "", ""))
+            continue
+        rows.append((fid, d.seeds, d.ordering, d.table_and_key, d.type_mapping, "; ".join(d.quirks)))
+    if args.markdown:
+        print("| id | seeds | ordering | table and key | types | quirks handled |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            print("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in r) + " |")
+    else:
+        for r in rows:
+            print(f"{r[0]:22} seeds {r[1]:8} ordering: {r[2]}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from pipelines.demo import run_demo
+
+    return run_demo(Path(args.dir), changes=args.changes, seed=args.seed, progress=_progress)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

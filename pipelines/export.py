@@ -1,0 +1,83 @@
+"""``lakecdc export``: mirrors as canonical JSON, rows sorted by primary key.
+
+Canonical values: integers as JSON integers when they fit in int64 (else strings),
+DECIMAL as exact decimal strings, binary as Base64, dates ``YYYY-MM-DD``, instants
+as ISO-8601 UTC ending in ``Z``, zone-less DATETIME without a zone, TIME as
+``HH:MM:SS[.fraction]``, booleans, NULL as null. Lineage columns only on request.
+"""
+from __future__ import annotations
+
+from pipelines.gold import LINEAGE_COLUMNS, export_expr, table_properties
+from pipelines.values import INT64_MAX, INT64_MIN, family
+from pipelines.warehouse import TableRef, Warehouse
+
+_INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
+
+
+def mirror_refs(spark, wh: Warehouse) -> dict[str, TableRef]:
+    """Mirror name → table, for every mirror in the warehouse."""
+    out = {}
+    for path in wh.mirror_paths():
+        ref = TableRef(path=path)
+        props = table_properties(spark, ref)
+        out[props.get("lakecdc.mirror_name") or props.get("lakecdc.source_table") or path] = ref
+    return out
+
+
+def export_table(spark, ref: TableRef, with_system_columns: bool = False) -> list[dict]:
+    df = ref.read(spark)
+    key = [k for k in table_properties(spark, ref).get("lakecdc.key", "").split(",") if k]
+    fields = [f for f in df.schema.fields if with_system_columns or f.name not in LINEAGE_COLUMNS]
+    exprs = [f"{export_expr(f.name, f.dataType.simpleString())} AS `c{i}`" for i, f in enumerate(fields)]
+    rows = []
+    for r in df.selectExpr(*exprs).collect():
+        row = {}
+        for i, f in enumerate(fields):
+            row[f.name] = canonical_json_value(r[f"c{i}"], f.dataType.simpleString(), f.metadata.get("comment", ""))
+        rows.append(row)
+    rows.sort(key=lambda row: tuple(_sort_value(row.get(k)) for k in key))
+    return rows
+
+
+def canonical_json_value(text: str | None, spark_type: str, comment: str):
+    if text is None:
+        return None
+    t = spark_type.lower()
+    if t in _INTEGER_TYPES:
+        return int(text)
+    if t == "boolean":
+        return text == "true"
+    if t.startswith("decimal") and family(comment.removeprefix("source type: ")) == "uint64":
+        n = int(text)
+        return n if INT64_MIN <= n <= INT64_MAX else text
+    if t in ("double", "float"):
+        return float(text)
+    return text
+
+
+def _sort_value(v):
+    if v is None:
+        return (0, 0, "")
+    if isinstance(v, bool):
+        return (1, int(v), "")
+    if isinstance(v, int):
+        return (1, v, "")
+    try:
+        return (1, int(v), "")
+    except (TypeError, ValueError):
+        try:
+            from decimal import Decimal
+
+            return (1, Decimal(v), "")
+        except Exception:  # noqa: BLE001
+            return (2, 0, str(v))
+
+
+def export_warehouse(spark, wh: Warehouse, table: str | None = None, with_system_columns: bool = False) -> dict:
+    refs = mirror_refs(spark, wh)
+    if table is not None:
+        matches = {n: r for n, r in refs.items() if n.lower() == table.lower()}
+        if not matches:
+            raise KeyError(f"no mirror named {table!r} in {wh.root}; mirrors: {', '.join(sorted(refs)) or 'none'}")
+        refs = matches
+    return {name: export_table(spark, ref, with_system_columns) for name, ref in sorted(refs.items())}

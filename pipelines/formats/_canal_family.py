@@ -1,0 +1,410 @@
+"""The Canal JSON shape, defined once for OMS Canal, DTS Canal Json, DRS JSON / JSON-C and Maxwell.
+
+One Canal message: ``type``, ``database``, ``table``, ``isDdl``, ``sql``, ``pkNames``,
+``mysqlType`` / ``sqlType`` (column types), ``data`` (array of full rows), ``old`` (array of
+the changed columns' OLD values, same length as ``data``), ``es`` (source time, epoch ms),
+``ts`` (write time), and for most vendors ``id`` (ordering). One change per ``data`` row.
+
+Rules shared by every format of the family (format modules override the small hooks):
+
+* UPDATE: after = the ``data`` row (full); before = the ``data`` row overlaid with the ``old``
+  row. An ``old`` column that is not in ``data`` is rejected (the before-image would be
+  invented): seed 000/001 UPDATE example names ``"string"``, fixed in the fixture.
+* Key: ``pkNames``, else configured key; every key column must be in the row image, else
+  Reject (seed 000/001 DELETE example names ``int8``/``int16``, which are not columns).
+* Types: ``mysqlType`` (lower-cased) first, then ``sqlType`` (java.sql.Types) mapped to the
+  nearest MySQL name, then configured types. Values are often text even for numbers.
+* ``bigint`` / ``int64`` above 2^63-1: OMS writes ``bigint`` even for ``BIGINT UNSIGNED``
+  (seed 000/001 col13 = 10223372036854775806), so such a value is kept as uint64 and the
+  column's type is recorded as ``bigint unsigned``. Other out-of-range integers → Reject.
+* DATETIME with a zone id (seed 000 type table): the wall clock is kept, the zone dropped.
+  TIMESTAMP: epoch ``sec[.fraction]`` or date-time text in ``options['source_time_zone']``
+  (default UTC). Invalid dates (``0000-00-00``) → Reject naming the column.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, ClassVar, Mapping
+
+from pipelines.formats.base import (
+    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, seq_int,
+)
+from pipelines.values import (
+    INT64_MAX, INT64_MIN, canon_base64, canon_instant, canonical, family, instant_from_epoch,
+    parse_datetime_text, parse_type,
+)
+
+#: java.sql.Types → the nearest MySQL type name (used only where mysqlType is silent).
+JDBC_TYPES = {
+    -7: "bit", -6: "tinyint", 5: "smallint", 4: "integer", -5: "bigint", 6: "float", 7: "real",
+    8: "double", 2: "numeric", 3: "decimal", 1: "char", 12: "varchar", -1: "text", -15: "nchar",
+    -9: "nvarchar", -16: "text", 2005: "clob", 2011: "nclob", -2: "binary", -3: "varbinary",
+    -4: "longblob", 2004: "blob", 91: "date", 92: "time", 93: "timestamp", 16: "boolean",
+    2014: "timestamp with time zone",
+}
+_JDBC_BY_FAMILY = {"int": -5, "uint64": -5, "decimal": 3, "float": 8, "bool": 16, "bytes": 2004,
+                   "date": 91, "datetime": 93, "timestamp": 93, "time": 92}
+
+#: Signed bit width of MySQL integer types (values up to the unsigned range are accepted:
+#: OMS drops UNSIGNED from mysqlType).
+_INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32,
+             "bigint": 64, "int64": 64, "long": 64}
+
+_EPOCH_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
+_JSON_NUMBER_RE = re.compile(r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$")
+
+ROW_TYPES = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE"}
+DDL_TYPES = frozenset({"CREATE", "ALTER", "ERASE", "DROP", "RENAME", "CINDEX", "DINDEX", "QUERY", "DDL"})
+HEARTBEAT_TYPES = frozenset({"MHEARTBEAT", "HEARTBEAT", "GTID", "XACOMMIT", "XAROLLBACK", "BEGIN",
+                             "COMMIT", "TRANSACTIONBEGIN", "TRANSACTIONEND"})
+
+_SAFETY_NET = (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, IndexError, OverflowError)
+
+
+# ---------------------------------------------------------------- values (shared with Maxwell)
+
+
+class RowCodec:
+    """Column values: vendor text ↔ canonical text, by the family of the column's type."""
+
+    def source_zone(self, ctx: DecodeContext) -> str:
+        return str(ctx.options.get("source_time_zone", "UTC"))
+
+    # -- hooks
+    def decode_bytes(self, value: Any) -> str:
+        """OMS / DTS / Maxwell: Base64 text."""
+        return canon_base64(str(value))
+
+    def encode_bytes(self, b64: str) -> Any:
+        return b64
+
+    def encode_timestamp(self, instant: str, ctx: DecodeContext) -> str:
+        """Canonical UTC instant → epoch ``sec[.fraction]`` (OMS, DRS JSON)."""
+        return epoch_seconds_text(instant)
+
+    # -- decoding
+    def canon_row(self, row: Any, types: Mapping[str, str], ctx: DecodeContext, what: str,
+                  overrides: dict[str, str]) -> dict[str, str | None]:
+        if not isinstance(row, dict):
+            raise Reject(f"each element of '{what}' should be an object of column values")
+        return {str(col): self.canon_value(str(col), types.get(col), val, ctx, overrides)
+                for col, val in row.items()}
+
+    def canon_value(self, col: str, source_type: str | None, value: Any, ctx: DecodeContext,
+                    overrides: dict[str, str]) -> str | None:
+        try:
+            return self._canon(col, source_type, value, ctx, overrides)
+        except Reject as exc:
+            raise Reject(f"column '{col}' ({source_type or 'untyped'}): {exc}") from None
+
+    def _canon(self, col: str, source_type: str | None, value: Any, ctx: DecodeContext,
+               overrides: dict[str, str]) -> str | None:
+        if value is None:
+            return None
+        if not source_type:
+            return value if isinstance(value, str) else dumps_exact(value)
+        fam = family(source_type)
+        if fam in ("json", "string"):
+            return value if isinstance(value, str) else dumps_exact(value)
+        if fam == "bytes":
+            return self.decode_bytes(value)
+        if isinstance(value, (dict, list)):
+            raise Reject(f"expected a scalar, got {dumps_exact(value)[:60]}")
+        if isinstance(value, bool) and fam != "bool":
+            raise Reject(f"expected a {fam} value, got a boolean")
+        text = str(value)
+        if fam == "int":
+            return self._canon_int(col, source_type, text, overrides)
+        if fam == "datetime":
+            wall, frac, _zone = parse_datetime_text(text)  # an OMS zone id annotates the wall clock
+            return canonical("datetime", wall.strftime("%Y-%m-%d %H:%M:%S") + (f".{frac}" if frac else ""))
+        if fam == "timestamp":
+            if _EPOCH_RE.match(text.strip()):
+                return instant_from_epoch(text, "s")
+            return canon_instant(text, self.source_zone(ctx))
+        return canonical(fam, text)
+
+    def _canon_int(self, col: str, source_type: str, text: str, overrides: dict[str, str]) -> str:
+        out = canonical("int", text)
+        base, _args, unsigned = parse_type(source_type)
+        bits = _INT_BITS.get(base)
+        if bits is None:
+            return out
+        n = int(out)
+        if bits == 64 and not unsigned and INT64_MAX < n < 2**64:
+            overrides[col] = "bigint unsigned"  # OMS drops UNSIGNED: the value proves it
+            return out
+        low = 0 if unsigned else -(2 ** (bits - 1))
+        if not low <= n < 2**bits:
+            raise Reject(f"out of range for {source_type.upper()}: {out}")
+        if bits == 64 and n < INT64_MIN:
+            raise Reject(f"out of range for {source_type.upper()}: {out}")
+        return out
+
+    # -- encoding
+    def encode_row(self, image: Mapping[str, str | None], types: Mapping[str, str], ctx: DecodeContext,
+                   numbers: bool = False) -> dict[str, Any]:
+        return {col: self.encode_value(val, types.get(col), ctx, numbers) for col, val in image.items()}
+
+    def encode_value(self, value: str | None, source_type: str | None, ctx: DecodeContext,
+                     numbers: bool = False) -> Any:
+        if value is None:
+            return None
+        fam = family(source_type) if source_type else None
+        if fam == "bytes":
+            return self.encode_bytes(value)
+        if fam == "timestamp":
+            return self.encode_timestamp(value, ctx)
+        if fam == "datetime":
+            return value.replace("T", " ", 1)
+        if numbers and fam in ("int", "uint64", "decimal", "float") and _JSON_NUMBER_RE.match(value):
+            return Num(value)
+        return value
+
+
+def epoch_seconds_text(instant: str) -> str:
+    """``2020-11-24T16:01:02.012345Z`` → ``1606233662.012345`` (exact, no float)."""
+    wall, frac, _zone = parse_datetime_text(instant.rstrip("Z"))
+    delta = wall - datetime(1970, 1, 1)
+    secs = delta.days * 86400 + delta.seconds
+    if not frac:
+        return str(secs)
+    return format(Decimal(secs) + Decimal("0." + frac), "f")
+
+
+def wall_text_in_zone(instant: str, zone: str) -> str:
+    """Canonical UTC instant → ``YYYY-MM-DD HH:MM:SS[.f]`` wall clock in ``zone`` (DRS JSON-C)."""
+    from zoneinfo import ZoneInfo
+
+    wall, frac, _z = parse_datetime_text(instant.rstrip("Z"))
+    local = (wall.replace(tzinfo=ZoneInfo("UTC")).astimezone(ZoneInfo(zone))).replace(tzinfo=None)
+    return local.strftime("%Y-%m-%d %H:%M:%S") + (f".{frac}" if frac else "")
+
+
+def epoch_ms(instant: str) -> int:
+    """Canonical UTC instant → epoch milliseconds (the instant must be whole milliseconds)."""
+    wall, frac, _zone = parse_datetime_text(instant.rstrip("Z"))
+    delta = wall - datetime(1970, 1, 1)
+    ms = (delta.days * 86400 + delta.seconds) * 1000
+    frac = frac.ljust(3, "0")
+    if frac[3:].strip("0"):
+        raise ValueError(f"event time finer than milliseconds: {instant}")
+    return ms + int(frac[:3])
+
+
+def overlay_before(after: dict[str, str | None], old: dict[str, str | None], what: str) -> dict[str, str | None]:
+    """Canal/Maxwell ``old`` holds only changed columns: before = after overlaid with old."""
+    extra = [c for c in old if c not in after]
+    if extra:
+        raise Reject(f"'{what}' names column '{extra[0]}' which is not in the new row")
+    return {**after, **old}
+
+
+def check_key(key: tuple[str, ...], image: dict[str, str | None] | None, source: str) -> None:
+    for col in key:
+        if image is None or col not in image:
+            raise Reject(f"primary key column '{col}' (from {source}) is not in the row")
+
+
+# ---------------------------------------------------------------- the Canal decoder
+
+
+class CanalFamilyDecoder(RowCodec, JsonDecoder):
+    """Canal JSON; subclasses set the hooks below."""
+
+    #: vendor op names for full-load rows (→ SNAPSHOT) and extra DDL names.
+    snapshot_types: ClassVar[frozenset[str]] = frozenset()
+    extra_ddl_types: ClassVar[frozenset[str]] = frozenset()
+    #: where a DELETE carries its row: "data", "old", or "either" (decided per message).
+    delete_row_in: ClassVar[str] = "data"
+    #: True: ``id`` is required and is the seq; False: seq = (id,) if present, else (es,).
+    id_required: ClassVar[bool] = True
+    #: field holding the transaction id, if the format has one.
+    txn_field: ClassVar[str | None] = None
+    #: op name written for SNAPSHOT by the encoder (None: written as INSERT).
+    snapshot_name: ClassVar[str | None] = None
+    #: appended to the reject reason when a DELETE's row is in the other array.
+    delete_hint: ClassVar[str] = ""
+
+    # ---------------------------------------------------------------- decode
+    def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
+        try:
+            return self._decode(obj, ctx)
+        except Reject:
+            raise
+        except _SAFETY_NET as exc:  # pragma: no cover - defensive: never let another error out
+            raise Reject(f"malformed {self.format_id} message: {type(exc).__name__}: {exc}") from None
+
+    def _decode(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
+        vendor_op = optional(obj, "type", str)
+        if not vendor_op:
+            raise Reject("missing field 'type'")
+        name = vendor_op.upper()
+        db = optional(obj, "database", str) or None
+        table = optional(obj, "table", str) or None
+        common = dict(db=db, table=table, seq=self.seq(obj), event_time=self.event_time(obj),
+                      txn=self.txn(obj), detail=vendor_op)
+        if name in HEARTBEAT_TYPES:
+            return [Change("HEARTBEAT", **common)]
+        if name in DDL_TYPES or name in self.extra_ddl_types:
+            return [Change("DDL", ddl=optional(obj, "sql", str) or None, **common)]
+        if name == "TRUNCATE":
+            if not table:
+                raise Reject("missing field 'table'")
+            key = self.key(obj, db, table, ctx)
+            return [Change("TRUNCATE", key_columns=key, ddl=optional(obj, "sql", str) or None, **common)]
+        if name in ROW_TYPES:
+            op = ROW_TYPES[name]
+        elif name in self.snapshot_types:
+            op = "SNAPSHOT"
+        elif obj.get("isDdl") is True:  # a DDL kind we do not list: the message says it is DDL
+            return [Change("DDL", ddl=optional(obj, "sql", str) or None, **common)]
+        else:
+            raise Reject(f"unknown op '{vendor_op}'")
+        if not table:
+            raise Reject("missing field 'table'")
+        return self._rows(op, obj, ctx, common)
+
+    def _rows(self, op: str, obj: dict[str, Any], ctx: DecodeContext, common: dict[str, Any]) -> list[Change]:
+        db, table = common["db"], common["table"]
+        data = optional(obj, "data", list)
+        old = optional(obj, "old", list)
+        key = self.key(obj, db, table, ctx)
+        key_source = "pkNames" if obj.get("pkNames") else "configuration"
+        types = self.types(obj, db, table, ctx)
+        changes = []
+        if op == "DELETE":
+            rows, where = self.delete_rows(data, old)
+            for raw in rows:
+                overrides: dict[str, str] = {}
+                before = self.canon_row(raw, types, ctx, where, overrides)
+                check_key(key, before, key_source)
+                changes.append(Change("DELETE", key_columns=key, before=before,
+                                      col_types={**types, **overrides} or None,
+                                      **common))
+            return changes
+        if not data:
+            raise Reject(f"{common['detail']} message carries no row in 'data'")
+        if op == "UPDATE" and old is not None and len(old) != len(data):
+            raise Reject(f"'old' has {len(old)} rows but 'data' has {len(data)}")
+        for i, raw in enumerate(data):
+            overrides = {}
+            after = self.canon_row(raw, types, ctx, "data", overrides)
+            before = None
+            if op == "UPDATE":
+                old_row = self.canon_row(old[i], types, ctx, "old", overrides) if old else {}
+                before = overlay_before(after, old_row, "old")
+            check_key(key, after, key_source)
+            changes.append(Change(op, key_columns=key, before=before, after=after,
+                                  col_types={**types, **overrides} or None,
+                                  **common))
+        return changes
+
+    def delete_rows(self, data: list | None, old: list | None) -> tuple[list, str]:
+        """Where the deleted rows are (hook: ``delete_row_in``)."""
+        if self.delete_row_in == "either":
+            if data:
+                return data, "data"
+            if old:
+                return old, "old"
+            raise Reject("DELETE carries no row in 'data' or 'old'")
+        rows = data if self.delete_row_in == "data" else old
+        if not rows:
+            other = "old" if self.delete_row_in == "data" else "data"
+            raise Reject(f"{self.format_id} DELETE carries the deleted row in '{self.delete_row_in}', which is "
+                         f"empty{self.delete_hint if (data if other == 'data' else old) else ''}")
+        return rows, self.delete_row_in
+
+    def key(self, obj: dict[str, Any], db: str | None, table: str | None, ctx: DecodeContext) -> tuple[str, ...]:
+        names = optional(obj, "pkNames", list)
+        if names:
+            if not all(isinstance(n, str) for n in names):
+                raise Reject("field 'pkNames' should be an array of column names")
+            return tuple(names)
+        return ctx.key_columns(db, table)
+
+    def types(self, obj: dict[str, Any], db: str | None, table: str | None, ctx: DecodeContext) -> dict[str, str]:
+        """mysqlType first, then sqlType (java.sql.Types), then configured types."""
+        out = {k: v for k, v in ctx.column_types(db, table).items()}
+        sql_types = optional(obj, "sqlType", dict) or {}
+        for col, code in sql_types.items():
+            if isinstance(code, Num) and code.lstrip("-").isdigit() and int(code) in JDBC_TYPES:
+                out[col] = JDBC_TYPES[int(code)]
+        for col, name in (optional(obj, "mysqlType", dict) or {}).items():
+            if not isinstance(name, str) or isinstance(name, Num):
+                raise Reject(f"mysqlType of column '{col}' should be a type name")
+            out[col] = name.strip().lower()
+        return out
+
+    def seq(self, obj: dict[str, Any]) -> tuple[int, ...]:
+        if obj.get("id") is not None or self.id_required:
+            if obj.get("id") is None:
+                raise Reject("missing field 'id'")
+            return (seq_int(obj["id"], "id"),)
+        if obj.get("es") is not None:
+            return (seq_int(obj["es"], "es"),)
+        return ()
+
+    def event_time(self, obj: dict[str, Any]) -> str | None:
+        es = obj.get("es")
+        if es is None:
+            return None
+        seq_int(es, "es")
+        return instant_from_epoch(es, "ms")
+
+    def txn(self, obj: dict[str, Any]) -> str | None:
+        if not self.txn_field:
+            return None
+        value = obj.get(self.txn_field)
+        return str(value) if value not in (None, "") else None
+
+    # ---------------------------------------------------------------- encode
+    def encode(self, change: Change, ctx: DecodeContext) -> bytes:
+        types = dict(change.col_types or {})
+        es = epoch_ms(change.event_time) if change.event_time else None
+        msg: dict[str, Any] = {}
+        if change.seq and not (not self.id_required and es is not None and change.seq == (es,)):
+            msg["id"] = Num(str(change.seq[0]))
+        msg.update(database=change.db or "", table=change.table or "", type=self._vendor_op(change))
+        msg["isDdl"] = change.op == "DDL"
+        msg["sql"] = change.ddl or "" if change.op in ("DDL", "TRUNCATE") else ""
+        rows_ok = change.op in ("INSERT", "UPDATE", "DELETE", "SNAPSHOT")
+        msg["pkNames"] = list(change.key_columns) if rows_ok and change.key_columns else None
+        msg["mysqlType"] = types if rows_ok and types else None
+        msg["sqlType"] = ({c: Num(str(_JDBC_BY_FAMILY.get(family(t), 12))) for c, t in types.items()}
+                          if rows_ok and types else None)
+        data = old = None
+        if change.op == "DELETE":
+            row = [self.encode_row(change.before or {}, types, ctx)]
+            data, old = self.encode_delete(row)
+        elif rows_ok:
+            after = change.after or {}
+            data = [self.encode_row(after, types, ctx)]
+            if change.op == "UPDATE":
+                before = change.before or {}
+                changed = {c: v for c, v in before.items() if c not in after or after[c] != v}
+                old = [self.encode_row(changed, types, ctx)]
+        msg["data"], msg["old"] = data, old
+        if es is not None:
+            msg["es"] = Num(str(es))
+            msg["ts"] = Num(str(es))
+        if self.txn_field and change.txn:
+            msg[self.txn_field] = change.txn
+        return dumps_exact(msg).encode("utf-8")
+
+    def encode_delete(self, row: list) -> tuple[list | None, list | None]:
+        """(data, old) for a DELETE; the default writes the row in ``data``."""
+        return (row, None) if self.delete_row_in != "old" else (None, row)
+
+    def _vendor_op(self, change: Change) -> str:
+        if change.op in ("INSERT", "UPDATE", "DELETE"):
+            return change.op
+        if change.op == "SNAPSHOT":
+            return self.snapshot_name or "INSERT"
+        if change.op == "TRUNCATE":
+            return "TRUNCATE"
+        if change.detail:
+            return change.detail
+        return "ALTER" if change.op == "DDL" else "MHEARTBEAT"

@@ -1,0 +1,352 @@
+"""Shared code of the OMS Debezium family (seed 000 and 001): Debezium, DebeziumFlatten, DebeziumSmt.
+
+Value encodings (seed 000/001 "Debezium" type tables), applied per column by its type:
+
+=================  ==========================================  ==============================
+column type        Debezium writes                             canonical
+=================  ==========================================  ==============================
+BOOL               ``true`` / ``false``                         ``true`` / ``false``
+integer types      JSON number (BIGINT UNSIGNED: string)        integer text
+FLOAT / DOUBLE     JSON number                                  the number's exact text
+DECIMAL            string (may use scientific notation)         plain decimal, every digit
+BIT / BLOB ...     **Base16** string (OMS, not Base64)          Base64
+TIMESTAMP          ``YYYY-MM-DDTHH:MM:SS[.f]Z``                 UTC instant
+DATE               days since 1970-01-01                        ``YYYY-MM-DD``
+TIME               microseconds since midnight                  ``HH:MM:SS[.f]``
+DATETIME           milliseconds since epoch, zone-less          ``YYYY-MM-DDTHH:MM:SS[.f]``
+=================  ==========================================  ==============================
+
+Where a column's type comes from: a Debezium logical ``name`` in ``schema`` (io.debezium.time.Date,
+MicroTime, Timestamp, ZonedTimestamp, ...) first; else the configured source type
+(``ctx.column_types``), because the seed's schemas carry only primitive types (seed 000 declares
+the DATE column ``c22`` as plain ``int32`` and the DATETIME column ``c24`` as ``string`` while
+sending a number); else the schema's primitive type; else (payload-only, nothing configured)
+the exact JSON text. A date/time column may also arrive as text (``2022-11-15``): it is then
+read as text (lenient; the encoder uses this for values finer than the wire unit).
+"""
+from __future__ import annotations
+
+import base64
+from decimal import Decimal
+from typing import Any
+
+from pipelines import values as V
+from pipelines.formats.base import (
+    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, seq_int,
+)
+
+#: Debezium ``op`` → canonical op (seed 000: c, u, d, HEARTBEAT; r and t are standard Debezium).
+OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE", "r": "SNAPSHOT", "t": "TRUNCATE", "heartbeat": "HEARTBEAT"}
+
+#: Debezium primitive schema type → the source-type name we report (one values.family knows).
+PRIMITIVE_TYPES = {
+    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "float32": "float",
+    "float64": "double", "boolean": "boolean", "string": "string", "bytes": "bytes",
+}
+#: Debezium / Kafka Connect logical ``name`` → (reported type, wire unit).
+LOGICAL_TYPES = {
+    "io.debezium.time.date": ("date", "days"),
+    "org.apache.kafka.connect.data.date": ("date", "days"),
+    "io.debezium.time.time": ("time", "ms"),
+    "org.apache.kafka.connect.data.time": ("time", "ms"),
+    "io.debezium.time.microtime": ("time", "us"),
+    "io.debezium.time.nanotime": ("time", "ns"),
+    "io.debezium.time.timestamp": ("datetime", "ms"),
+    "org.apache.kafka.connect.data.timestamp": ("datetime", "ms"),
+    "io.debezium.time.microtimestamp": ("datetime", "us"),
+    "io.debezium.time.nanotimestamp": ("datetime", "ns"),
+    "io.debezium.time.zonedtimestamp": ("timestamp", "text"),
+    "io.debezium.time.zonedtime": ("string", "text"),
+    "io.debezium.time.year": ("year", "number"),
+    "io.debezium.data.json": ("json", "text"),
+    "io.debezium.data.bits": ("bytes", "hex"),
+    "org.apache.kafka.connect.data.decimal": ("decimal", "b64"),
+}
+
+
+# ---------------------------------------------------------------- types
+
+
+def schema_types(schema: Any, image: str) -> dict[str, tuple[str, str | None, dict]]:
+    """Column → (primitive type, logical name, parameters) from a Debezium ``schema`` (one image)."""
+    if not isinstance(schema, dict):
+        return {}
+    for part in schema.get("fields") or []:
+        if isinstance(part, dict) and part.get("field") == image and isinstance(part.get("fields"), list):
+            out = {}
+            for f in part["fields"]:
+                if isinstance(f, dict) and isinstance(f.get("field"), str):
+                    params = f.get("parameters") if isinstance(f.get("parameters"), dict) else {}
+                    out[f["field"]] = (str(f.get("type") or "").lower(), str(f.get("name") or "").lower() or None, params)
+            return out
+    return {}
+
+
+def resolve_type(column: str, declared: tuple[str, str | None, dict] | None, configured: dict[str, str]) -> tuple[str | None, str]:
+    """(reported type, wire unit) of one column; see the module docstring for the precedence."""
+    if declared and declared[1] in LOGICAL_TYPES:
+        reported, unit = LOGICAL_TYPES[declared[1]]
+        if unit == "b64":
+            scale = declared[2].get("scale", "0")
+            precision = declared[2].get("connect.decimal.precision")
+            reported = f"decimal({precision},{scale})" if precision else "decimal"
+            return reported, f"b64:{scale}"
+        return reported, unit
+    if column in configured:
+        return configured[column].lower(), "source"
+    if declared and declared[0] in PRIMITIVE_TYPES:
+        return PRIMITIVE_TYPES[declared[0]], "source"
+    return None, "raw"
+
+
+def to_canonical(value: Any, reported: str | None, unit: str) -> str | None:
+    """One Debezium-encoded value → canonical text (or None for NULL)."""
+    if value is None:
+        return None
+    if unit == "raw" or reported is None:
+        return value if isinstance(value, str) else dumps_exact(value)
+    fam = V.family(reported)
+    if isinstance(value, (dict, list)):
+        if fam in ("json", "string"):
+            return dumps_exact(value)
+        raise Reject(f"a nested JSON value for a {reported} column")
+    if unit.startswith("b64:"):
+        raw = base64.b64decode(V.canon_base64(str(value)))
+        unscaled = int.from_bytes(raw, "big", signed=True)
+        return V.canon_decimal(Decimal(unscaled).scaleb(-int(unit[4:])))
+    is_number = isinstance(value, Num)
+    if fam == "bytes":
+        # BIT values lose leading zeros in incremental sync (seed 000 type table): restore the nibble.
+        text = str(value)
+        return V.base64_from_hex("0" + text if len(text) % 2 else text)
+    if fam == "bool" and isinstance(value, bool):
+        return V.canon_bool(value)
+    if fam == "date" and is_number:
+        return V.date_from_epoch_days(value)
+    if fam == "time" and is_number:
+        if unit == "ns":
+            return _time_from_nanos(value)
+        return V.time_from_micros(int(V.canon_int(value)) * (1000 if unit == "ms" else 1))
+    if fam == "datetime" and is_number:
+        if unit == "ns":
+            return V.instant_from_epoch(Decimal(V.canon_int(value)).scaleb(-9), "s")[:-1]
+        return V.local_datetime_from_epoch(value, "us" if unit == "us" else "ms")
+    if fam in ("timestamp", "datetime") and not is_number and str(value).endswith("Z"):
+        instant = V.canon_instant(str(value))
+        return instant if fam == "timestamp" else instant[:-1]
+    if isinstance(value, bool):
+        return V.canonical(fam, "true" if value else "false")
+    return V.canonical(fam, str(value))
+
+
+def _time_from_nanos(value: Any) -> str:
+    nanos = int(V.canon_int(value))
+    secs, frac = divmod(nanos, 10**9)
+    return V.time_from_micros(secs * 10**6) + (f".{frac:09d}".rstrip("0") if frac else "")
+
+
+def canonical_image(image: Any, name: str, declared: dict, configured: dict[str, str]) -> tuple[dict | None, dict[str, str]]:
+    """A Debezium image object → (canonical image, column types used)."""
+    if image is None:
+        return None, {}
+    if not isinstance(image, dict):
+        raise Reject(f"'{name}' should be an object")
+    out: dict[str, str | None] = {}
+    types: dict[str, str] = {}
+    for col, value in image.items():
+        reported, unit = resolve_type(col, declared.get(col), configured)
+        try:
+            out[col] = to_canonical(value, reported, unit)
+        except Reject as exc:
+            raise Reject(f"column '{col}' ({reported or 'untyped'}) in '{name}': {exc}") from None
+        except (ValueError, ArithmeticError, MemoryError) as exc:  # e.g. an int "1E999999999" (values.canon_int)
+            raise Reject(f"column '{col}' ({reported or 'untyped'}) in '{name}': unusable value ({type(exc).__name__})") from None
+        if reported:
+            types[col] = reported
+    return out, types
+
+
+def from_canonical(value: str | None, col_type: str | None) -> Any:
+    """Canonical text → the value Debezium writes for that type (inverse of :func:`to_canonical`)."""
+    if value is None or col_type is None:
+        return value
+    fam = V.family(col_type)
+    if fam == "int":
+        return Num(value)
+    if fam == "float":
+        return Num(value) if value.lower() not in ("nan", "inf", "-inf", "infinity", "-infinity") else value
+    if fam == "bool":
+        return value == "true"
+    if fam == "bytes":
+        return base64.b64decode(value).hex().upper()
+    if fam == "date":
+        return Num(str((V.parse_datetime_text(value)[0].date() - V.EPOCH_DATE).days))
+    if fam == "time":
+        h, m, rest = value.split(":")
+        secs, _, frac = rest.partition(".")
+        if len(frac) > 6 or int(h) >= 24:
+            return value
+        return Num(str((int(h) * 3600 + int(m) * 60 + int(secs)) * 10**6 + int((frac or "0").ljust(6, "0"))))
+    if fam == "datetime":
+        dt, frac, _ = V.parse_datetime_text(value)
+        if len(frac) > 3:
+            return value
+        delta = dt - V.datetime(1970, 1, 1)
+        return Num(str((delta.days * 86400 + delta.seconds) * 1000 + int((frac or "0").ljust(3, "0"))))
+    return value  # decimal, uint64, timestamp, string, json: text
+
+
+def primitive_of(col_type: str) -> str:
+    """The Debezium primitive schema type that carries a column of this source type (as OMS writes)."""
+    fam = V.family(col_type)
+    if fam == "int":
+        base = V.parse_type(col_type)[0]
+        return {"tinyint": "int8", "smallint": "int16", "int": "int32", "integer": "int32"}.get(base, "int64")
+    if fam == "float":
+        return "float32" if V.parse_type(col_type)[0] == "float" else "float64"
+    return {"bool": "boolean", "bytes": "bytes", "date": "int32", "time": "int64", "datetime": "int64"}.get(fam, "string")
+
+
+# ---------------------------------------------------------------- envelope
+
+
+class DebeziumEnvelopeDecoder(JsonDecoder):
+    """Decodes one Debezium envelope {op, before, after, source, ts_ms}; subclasses find it in the message."""
+
+    ordering = ("source.pos 'A@B' → (B, A): B is the checkpoint's epoch seconds; or standard "
+                "Debezium source.file/pos/row → (binlog file number, pos, row); none → ()")
+    table_and_key = "source.db / source.table; key from configuration (the message carries none)"
+    type_mapping = ("Debezium logical schema names, else configured source types, else the schema's "
+                    "primitive types; BYTES Base16, DATE days, TIME µs, DATETIME ms, TIMESTAMP ...Z, DECIMAL text")
+
+    def envelope(self, obj: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """(envelope, schema or None) of a message."""
+        raise NotImplementedError
+
+    def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
+        env, schema = self.envelope(obj)
+        op_text = env.get("op")
+        if not isinstance(op_text, str):
+            raise Reject("missing field 'op'")
+        op = OPS.get(op_text if op_text in OPS else op_text.lower())
+        if op is None:
+            raise Reject(f"unknown op '{op_text}'")
+        source = optional(env, "source", dict) or {}
+        db = optional(source, "db")
+        table = optional(source, "table")
+        pg_schema = optional(source, "schema")
+        seq = _ordering(source)
+        event_time = _event_time(source, env)
+        txn_obj = optional(env, "transaction", dict)
+        txn = str(txn_obj["id"]) if txn_obj and txn_obj.get("id") is not None else None
+        if op == "HEARTBEAT":
+            return [Change(op="HEARTBEAT", db=db, table=table, schema=pg_schema, seq=seq,
+                           event_time=event_time, txn=txn, detail=op_text)]
+        if not table:
+            raise Reject(f"row change ({op_text}) without source.table")
+        configured = {k: v for k, v in ctx.column_types(db, table).items()}
+        before, tb = canonical_image(env.get("before"), "before", schema_types(schema, "before"), configured)
+        after, ta = canonical_image(env.get("after"), "after", schema_types(schema, "after"), configured)
+        if op in ("INSERT", "SNAPSHOT", "UPDATE") and after is None:
+            raise Reject(f"op '{op_text}' without an 'after' image")
+        if op == "DELETE" and before is None:
+            raise Reject(f"op '{op_text}' without a 'before' image")
+        if op == "INSERT" or op == "SNAPSHOT":
+            before = None
+        if op == "DELETE":
+            after = None
+        types = {**tb, **ta}
+        return [Change(op=op, db=db, table=table, schema=pg_schema, key_columns=ctx.key_columns(db, table),
+                       before=before, after=after, col_types=types or None, seq=seq,
+                       event_time=event_time, txn=txn, detail=op_text)]
+
+    # ------------------------------------------------------------ encode
+
+    def build_envelope(self, change: Change) -> dict[str, Any]:
+        op_text = change.detail if change.detail and OPS.get(change.detail.lower()) == change.op else \
+            {v: k for k, v in OPS.items()}.get(change.op)
+        if op_text is None:
+            raise ValueError(f"Debezium cannot express op {change.op}")
+        if op_text == "heartbeat":
+            op_text = "HEARTBEAT"
+        types = change.col_types or {}
+        source: dict[str, Any] = {"version": "", "connector": "OB_MYSQL", "name": "OMS"}
+        source["ts_ms"] = Num(_epoch_ms(change.event_time)) if change.event_time else Num("0")
+        if change.db is not None:
+            source["db"] = change.db
+        if change.schema is not None:
+            source["schema"] = change.schema
+        if change.table is not None:
+            source["table"] = change.table
+        if len(change.seq) == 2:
+            source["pos"] = f"{change.seq[1]}@{change.seq[0]}"
+        elif len(change.seq) == 3:
+            source.update(file=f"mysql-bin.{change.seq[0]:06d}", pos=Num(str(change.seq[1])), row=Num(str(change.seq[2])))
+        elif len(change.seq) == 1:
+            source["pos"] = Num(str(change.seq[0]))
+        env: dict[str, Any] = {"op": op_text, "source": source}
+        if change.op != "HEARTBEAT":
+            env["before"] = _encode_image(change.before, types)
+            env["after"] = _encode_image(change.after, types)
+        if change.txn is not None:
+            env["transaction"] = {"id": change.txn}
+        env["ts_ms"] = source["ts_ms"]
+        return env
+
+
+def _encode_image(image: dict | None, types: dict[str, str]) -> dict | None:
+    if image is None:
+        return None
+    return {c: from_canonical(v, types.get(c)) for c, v in image.items()}
+
+
+def schema_for(change: Change) -> dict[str, Any]:
+    """A Debezium ``schema`` describing the images of a change (primitive types, as OMS writes)."""
+    types = change.col_types or {}
+    cols = list(dict.fromkeys([*(change.before or {}), *(change.after or {})]))
+    fields = [{"field": c, "optional": True, "type": primitive_of(types[c])} for c in cols if c in types]
+    image = [{"field": part, "optional": True, "type": "struct", "fields": fields} for part in ("before", "after")]
+    source = {"field": "source", "optional": False, "type": "struct", "fields": [
+        {"field": f, "optional": False, "type": t} for f, t in
+        (("version", "string"), ("connector", "string"), ("name", "string"), ("ts_ms", "int64"),
+         ("db", "string"), ("table", "string"), ("pos", "string"))]}
+    return {"optional": False, "type": "struct", "fields": [*image, source,
+            {"field": "op", "optional": False, "type": "string"},
+            {"field": "ts_ms", "optional": False, "type": "int64"}]}
+
+
+def _epoch_ms(instant: str) -> str:
+    """A canonical instant → whole epoch milliseconds (Debezium's ts_ms unit)."""
+    dt, frac, _ = V.parse_datetime_text(instant)
+    delta = dt - V.datetime(1970, 1, 1)
+    return str((delta.days * 86400 + delta.seconds) * 1000 + int((frac or "0").ljust(3, "0")[:3]))
+
+
+def _ordering(source: dict[str, Any]) -> tuple[int, ...]:
+    """OMS ``pos`` "A@B" → (B, A); standard Debezium file/pos/row → (file number, pos, row).
+
+    Seed 000 calls pos "[binlog file name]@[binlog file offset]", but its own values contradict
+    that: B equals source.ts_ms in seconds (553132@1668496109 with ts_ms 1668496109000; a MySQL
+    binlog offset cannot exceed 1 GiB) and A is not monotonic (insert 703223, later update 436999).
+    So B (checkpoint seconds) orders first and A breaks ties within the second.
+    """
+    pos = source.get("pos")
+    file_name = source.get("file")
+    if isinstance(file_name, str) and pos is not None:
+        digits = file_name.rpartition(".")[2]
+        return (seq_int(digits, "source.file"), seq_int(pos, "source.pos"),
+                seq_int(source.get("row") if source.get("row") is not None else 0, "source.row"))
+    if pos is None or pos == "":
+        return ()
+    if isinstance(pos, str) and "@" in pos:
+        first, _, second = pos.partition("@")
+        return (seq_int(second, "source.pos"), seq_int(first, "source.pos"))
+    return (seq_int(pos, "source.pos"),)
+
+
+def _event_time(source: dict[str, Any], env: dict[str, Any]) -> str | None:
+    """source.ts_ms (milliseconds, despite seed 000 saying seconds; 0 in full sync), else envelope ts_ms."""
+    for value in (source.get("ts_ms"), env.get("ts_ms")):
+        if value is not None and str(value) not in ("0", ""):
+            return V.instant_from_epoch(seq_int(value, "ts_ms"), "ms")
+    return None

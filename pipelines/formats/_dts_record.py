@@ -1,0 +1,432 @@
+"""Shared code of the Avro ``com.alibaba.dts.formats.avro.Record`` formats: OMS Avro (seed 000), DTS Avro (seed 004).
+
+The writer schema is ``Record.avsc`` of aliyun-dts-subscribe-sdk-java (built below, checked
+against the shared copy by a test). Newer DTS writers append ``bornTimestamp`` (long, default 0):
+a message is read with the newer schema first and accepted only if that consumes every byte;
+otherwise it is read with the older schema, which must also consume every byte (an older message
+read as newer runs out of bytes; a newer one read as older leaves bytes over).
+
+Decisions:
+
+* op: INIT → SNAPSHOT; INSERT/UPDATE/DELETE; DDL (statement = ``afterImages`` string);
+  BEGIN, COMMIT, ROLLBACK, ABORT, HEARTBEAT, CHECKPOINT, COMMAND, FILL, FINISH, CONTROL, RDB,
+  NOOP → HEARTBEAT with the operation in ``detail``.
+* seq = (id,). OMS ids are ``{ms timestamp}{5-digit increment}`` (170236975822100001), so one
+  integer orders exactly like the pair; ``sourcePosition`` is a coarser checkpoint (seconds for
+  OMS, "" in full migration) and is not used. event_time = sourceTimestamp (epoch seconds).
+* key: ``tags.pk_uk_info`` (JSON ``{"PRIMARY": ["id"]}``; the PRIMARY entry, else the first
+  unique key), else configuration.
+* images (``fields[i]`` names column i): Integer → integer text; Decimal → its text, every digit;
+  Float → the double's shortest text; Character → bytes decoded by their MySQL charset (charset
+  ``binary`` → Base64); Timestamp (epoch seconds + ``millis``, which holds MICROseconds as in the
+  DTS SDK's UnixTimestamp) → UTC instant; DateTime → date / time / wall clock by the parts
+  present (``millis`` again microseconds); TimestampWithTimeZone → UTC instant; BinaryObject /
+  BinaryGeometry → Base64; TextObject / TextGeometry → text; EmptyObject NULL → NULL,
+  EmptyObject NONE → column not carried (partial image).
+* col_types: configured type if any, else the MySQL type of ``dataTypeNumber`` (MySQL sources),
+  else the image kind; DECIMAL gets (precision,scale); a bigint value above 2^63-1 reports
+  ``bigint unsigned``.
+"""
+from __future__ import annotations
+
+import codecs
+import io
+import json
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+
+from pipelines import values as V
+from pipelines.formats.base import Change, DecodeContext, Decoder, Reject, split_table
+
+NS = "com.alibaba.dts.formats.avro."
+_STR = {"type": "string", "avro.java.string": "String"}
+
+
+def _rec(name: str, *fields: tuple[str, Any]) -> dict[str, Any]:
+    return {"type": "record", "name": name, "fields": [{"name": n, "type": t} for n, t in fields]}
+
+
+def _nullable_int(name: str) -> dict[str, Any]:
+    return {"name": name, "type": ["null", "int"], "default": None}
+
+
+VALUE_TYPES = [
+    _rec("Integer", ("precision", "int"), ("value", _STR)),
+    _rec("Character", ("charset", _STR), ("value", "bytes")),
+    _rec("Decimal", ("value", _STR), ("precision", "int"), ("scale", "int")),
+    _rec("Float", ("value", "double"), ("precision", "int"), ("scale", "int")),
+    _rec("Timestamp", ("timestamp", "long"), ("millis", "int")),
+    {"type": "record", "name": "DateTime", "fields": [_nullable_int(n) for n in
+                                                      ("year", "month", "day", "hour", "minute", "second", "millis")]},
+    _rec("TimestampWithTimeZone", ("value", "DateTime"), ("timezone", _STR)),
+    _rec("BinaryGeometry", ("type", _STR), ("value", "bytes")),
+    _rec("TextGeometry", ("type", _STR), ("value", _STR)),
+    _rec("BinaryObject", ("type", _STR), ("value", "bytes")),
+    _rec("TextObject", ("type", _STR), ("value", _STR)),
+    {"type": "enum", "name": "EmptyObject", "symbols": ["NULL", "NONE"]},
+]
+OPERATIONS = ["INSERT", "UPDATE", "DELETE", "DDL", "BEGIN", "COMMIT", "ROLLBACK", "ABORT", "HEARTBEAT",
+              "CHECKPOINT", "COMMAND", "FILL", "FINISH", "CONTROL", "RDB", "NOOP", "INIT"]
+SOURCE_TYPES = ["MySQL", "Oracle", "SQLServer", "PostgreSQL", "MongoDB", "Redis", "DB2", "PPAS", "DRDS",
+                "HBASE", "HDFS", "FILE", "OTHER"]
+
+#: Record.avsc, older generation (no bornTimestamp).
+RECORD_SCHEMA: dict[str, Any] = {
+    "type": "record", "name": "Record", "namespace": "com.alibaba.dts.formats.avro", "fields": [
+        {"name": "version", "type": "int"},
+        {"name": "id", "type": "long"},
+        {"name": "sourceTimestamp", "type": "long"},
+        {"name": "sourcePosition", "type": _STR},
+        {"name": "safeSourcePosition", "type": _STR, "default": ""},
+        {"name": "sourceTxid", "type": _STR, "default": ""},
+        {"name": "source", "type": _rec("Source", ("sourceType", {"type": "enum", "name": "SourceType",
+                                                                  "symbols": SOURCE_TYPES}), ("version", _STR))},
+        {"name": "operation", "type": {"type": "enum", "name": "Operation", "symbols": OPERATIONS}},
+        {"name": "objectName", "type": ["null", _STR], "default": None},
+        {"name": "processTimestamps", "type": ["null", {"type": "array", "items": "long"}], "default": None},
+        {"name": "tags", "type": {"type": "map", "values": _STR}, "default": {}},
+        {"name": "fields", "type": ["null", _STR, {"type": "array", "items": _rec(
+            "Field", ("name", _STR), ("dataTypeNumber", "int"))}], "default": None},
+        {"name": "beforeImages", "type": ["null", _STR, {"type": "array", "items": ["null", *VALUE_TYPES]}],
+         "default": None},
+        {"name": "afterImages", "type": ["null", _STR, {"type": "array", "items": [
+            "null", *[t["name"] for t in VALUE_TYPES]]}], "default": None},
+    ]}
+#: Newer generation: one trailing field.
+RECORD_SCHEMA_BORN: dict[str, Any] = {**RECORD_SCHEMA, "fields": [
+    *RECORD_SCHEMA["fields"], {"name": "bornTimestamp", "type": "long", "default": 0}]}
+
+PARSED = fastavro.parse_schema(json.loads(json.dumps(RECORD_SCHEMA)))
+PARSED_BORN = fastavro.parse_schema(json.loads(json.dumps(RECORD_SCHEMA_BORN)))
+
+#: MySQL protocol type numbers (``dataTypeNumber``) → type names.
+MYSQL_TYPES = {
+    0: "decimal", 1: "tinyint", 2: "smallint", 3: "int", 4: "float", 5: "double", 6: "null", 7: "timestamp",
+    8: "bigint", 9: "mediumint", 10: "date", 11: "time", 12: "datetime", 13: "year", 14: "date",
+    15: "varchar", 16: "bit", 17: "timestamp", 18: "datetime", 19: "time", 245: "json", 246: "decimal",
+    247: "enum", 248: "set", 249: "tinyblob", 250: "mediumblob", 251: "longblob", 252: "blob",
+    253: "varchar", 254: "char", 255: "geometry",
+}
+_TYPE_NUMBERS = {"decimal": 246, "tinyint": 1, "smallint": 2, "int": 3, "float": 4, "double": 5,
+                 "timestamp": 7, "bigint": 8, "mediumint": 9, "date": 10, "time": 11, "datetime": 12,
+                 "year": 13, "varchar": 15, "bit": 16, "json": 245, "enum": 247, "set": 248,
+                 "tinyblob": 249, "mediumblob": 250, "longblob": 251, "blob": 252, "char": 254,
+                 "geometry": 255}
+_KIND_TYPES = {"Integer": "bigint", "Decimal": "decimal", "Float": "double", "Character": "varchar",
+               "Timestamp": "timestamp", "TimestampWithTimeZone": "timestamp with time zone",
+               "BinaryObject": "blob", "BinaryGeometry": "geometry", "TextGeometry": "geometry"}
+#: MySQL charset names → Python codecs.
+CHARSETS = {"utf8mb4": "utf-8", "utf8": "utf-8", "utf8mb3": "utf-8", "latin1": "cp1252", "ascii": "ascii",
+            "gbk": "gbk", "gb2312": "gb2312", "gb18030": "gb18030", "big5": "big5", "ucs2": "utf-16-be",
+            "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be", "ujis": "euc-jp",
+            "sjis": "shift_jis", "cp932": "cp932", "euckr": "euc-kr", "latin2": "iso8859-2", "greek": "iso8859-7"}
+CONTROL_OPS = {"BEGIN", "COMMIT", "ROLLBACK", "ABORT", "HEARTBEAT", "CHECKPOINT", "COMMAND", "FILL", "FINISH",
+               "CONTROL", "RDB", "NOOP"}
+_ROW_OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "INIT": "SNAPSHOT"}
+ABSENT = object()
+
+
+def read_record(raw: bytes) -> tuple[dict[str, Any], bool]:
+    """(record, is_newer_generation) of one message, or Reject."""
+    errors = []
+    for parsed, newer in ((PARSED_BORN, True), (PARSED, False)):
+        buf = io.BytesIO(raw)
+        try:
+            record = fastavro.schemaless_reader(buf, parsed, return_record_name=True)
+        except Exception as exc:  # fastavro raises EOFError, ValueError, UnicodeDecodeError, IndexError ...
+            errors.append(f"{type(exc).__name__}: {exc}"[:120])
+            continue
+        if buf.tell() == len(raw):
+            return record, newer
+        errors.append(f"{len(raw) - buf.tell()} bytes left over")
+    raise Reject("not a DTS Avro Record (either schema generation): " + "; ".join(errors))
+
+
+def decode_charset(data: bytes, charset: str) -> str | bytes:
+    name = charset.lower()
+    if name == "binary":
+        return data
+    codec = CHARSETS.get(name, name)
+    try:
+        codecs.lookup(codec)
+    except LookupError:
+        raise Reject(f"unknown character set {charset!r}") from None
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError:
+        raise Reject(f"bytes are not valid {charset}") from None
+
+
+def _frac(micros: int | None) -> str:
+    return f".{micros:06d}".rstrip("0").rstrip(".") if micros else ""
+
+
+def _datetime_parts(d: dict[str, Any]) -> tuple[str, str]:
+    """DateTime record → (family, canonical text)."""
+    y, mo, da, h, mi, s, us = (d.get(k) for k in ("year", "month", "day", "hour", "minute", "second", "millis"))
+    if y is not None and mo is None and h is None:
+        return "int", str(y)  # YEAR
+    if y is None:
+        return "time", V.canon_time(f"{h or 0:02d}:{mi or 0:02d}:{s or 0:02d}{_frac(us)}")
+    text = f"{y:04d}-{mo or 0:02d}-{da or 0:02d}"
+    if h is None:
+        return "date", V.canon_date(text)
+    return "datetime", V.canon_local_datetime(f"{text} {h:02d}:{mi or 0:02d}:{s or 0:02d}{_frac(us)}")
+
+
+def image_value(item: Any) -> tuple[Any, str | None]:
+    """One image item → (canonical text / None / ABSENT, kind-derived type)."""
+    if item is None:
+        return None, None
+    name, body = item
+    kind = name.rpartition(".")[2]
+    if kind == "EmptyObject":
+        return (ABSENT if body == "NONE" else None), None
+    if kind == "Integer":
+        return V.canon_int(body["value"]), "bigint"
+    if kind == "Decimal":
+        return V.canon_decimal(body["value"]), _decimal_type(body)
+    if kind == "Float":
+        return V.canon_float(repr(float(body["value"])).replace("inf", "Infinity")), "double"
+    if kind == "Character":
+        text = decode_charset(body["value"], body["charset"])
+        if isinstance(text, bytes):
+            return V.base64_from_bytes(text), "binary"
+        return text, "varchar"
+    if kind == "Timestamp":
+        secs, micros = body["timestamp"], body["millis"]
+        if secs <= -9223372022400:
+            raise Reject(f"illegal TIMESTAMP (OMS marker {secs})")
+        return V.instant_from_epoch(Decimal(secs) + Decimal(micros).scaleb(-6), "s"), "timestamp"
+    if kind == "DateTime":
+        fam, text = _datetime_parts(body)
+        return text, {"int": "year"}.get(fam, fam)
+    if kind == "TimestampWithTimeZone":
+        fam, text = _datetime_parts(body["value"])
+        return V.canon_instant(text.replace("T", " ") + " " + body["timezone"]), "timestamp with time zone"
+    if kind in ("BinaryObject", "BinaryGeometry"):
+        return V.base64_from_bytes(body["value"]), _KIND_TYPES[kind] if kind != "BinaryObject" else (body["type"] or "blob").lower()
+    if kind in ("TextObject", "TextGeometry"):
+        return body["value"], (body["type"] or "text").lower() if kind == "TextObject" else "geometry"
+    raise Reject(f"unknown image value kind {kind}")
+
+
+def _decimal_type(body: dict[str, Any]) -> str:
+    p, s = body.get("precision"), body.get("scale")
+    return f"decimal({p},{s})" if p and p > 0 and s is not None and s >= 0 else "decimal"
+
+
+class DtsRecordDecoder(Decoder):
+    """Decoder of the DTS Avro ``Record`` (both generations); subclasses set the README attributes."""
+
+    binary = True
+    ordering = "id (seq = (id,)); sourcePosition is a coarser checkpoint, not used"
+    table_and_key = "objectName 'db.table' (or db.schema.table); key from tags.pk_uk_info, else configuration"
+    type_mapping = ("Avro image records: Integer, Decimal (every digit), Float, Character (by charset), "
+                    "Timestamp/DateTime, BinaryObject → Base64, TextObject; types from dataTypeNumber")
+
+    def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:
+        self.check_size(raw, ctx)
+        record, _newer = read_record(bytes(raw))
+        try:
+            return self.decode_record(record, ctx)
+        except Reject:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise Reject(f"malformed DTS Avro Record: {type(exc).__name__}: {exc}"[:200]) from None
+
+    def decode_record(self, rec: dict[str, Any], ctx: DecodeContext) -> list[Change]:
+        operation = rec["operation"][1] if isinstance(rec["operation"], tuple) else rec["operation"]
+        db, schema, table = _split_object(rec.get("objectName"))
+        seq = (rec["id"],) if rec["id"] >= 0 else ()
+        ts = rec["sourceTimestamp"]
+        event_time = V.instant_from_epoch(ts, "s") if ts and ts > 0 else None
+        txn = rec.get("sourceTxid") or None
+        common = dict(db=db, schema=schema, table=table, seq=seq, event_time=event_time, txn=txn, detail=operation)
+        if operation in CONTROL_OPS:
+            return [Change(op="HEARTBEAT", **common)]
+        if operation == "DDL":
+            ddl = rec.get("afterImages")
+            if not isinstance(ddl, str):
+                raise Reject("DDL record without the statement in afterImages")
+            return [Change(op="DDL", ddl=ddl, **common)]
+        op = _ROW_OPS.get(operation)
+        if op is None:
+            raise Reject(f"unknown op '{operation}'")
+        if not table:
+            raise Reject(f"{operation} record without a table in objectName")
+        fields = rec.get("fields")
+        if not isinstance(fields, list):
+            raise Reject(f"{operation} record without a 'fields' list")
+        mysql = _source_type(rec) == "MySQL"
+        configured = ctx.column_types(db, table)
+        types: dict[str, str] = {}
+        before = self._image(rec.get("beforeImages"), fields, "beforeImages", mysql, configured, types)
+        after = self._image(rec.get("afterImages"), fields, "afterImages", mysql, configured, types)
+        if op in ("INSERT", "SNAPSHOT", "UPDATE") and after is None:
+            raise Reject(f"{operation} record without afterImages")
+        if op == "DELETE" and before is None:
+            raise Reject("DELETE record without beforeImages")
+        if op in ("INSERT", "SNAPSHOT"):
+            before = None
+        if op == "DELETE":
+            after = None
+        names = [f["name"] for f in fields]
+        image = after if after is not None else before
+        changed = tuple(image) if image is not None and len(image) < len(names) else None
+        key = _pk_uk(rec.get("tags") or {}) or ctx.key_columns(db, table)
+        return [Change(op=op, key_columns=key, before=before, after=after, changed=changed,
+                       col_types=types or None, **common)]
+
+    @staticmethod
+    def _image(items: Any, fields: list, part: str, mysql: bool, configured: dict[str, str],
+               types: dict[str, str]) -> dict[str, str | None] | None:
+        if items is None:
+            return None
+        if not isinstance(items, list):
+            raise Reject(f"{part} should be an array of column values")
+        if len(items) != len(fields):
+            raise Reject(f"{part} has {len(items)} values for {len(fields)} fields")
+        out: dict[str, str | None] = {}
+        for field, item in zip(fields, items):
+            col = field["name"]
+            try:
+                value, kind_type = image_value(item)
+            except Reject as exc:
+                raise Reject(f"column '{col}' in {part}: {exc}") from None
+            except (ValueError, ArithmeticError, MemoryError) as exc:  # e.g. Integer "1E999999999"
+                raise Reject(f"column '{col}' in {part}: unusable value ({type(exc).__name__})") from None
+            if value is ABSENT:
+                continue
+            out[col] = value
+            col_type = configured.get(col) or (MYSQL_TYPES.get(field["dataTypeNumber"]) if mysql else None) \
+                or types.get(col) or kind_type
+            if col_type in ("decimal",) and kind_type and kind_type.startswith("decimal("):
+                col_type = kind_type
+            if col_type == "bigint" and value is not None and not configured.get(col) and int(value) > V.INT64_MAX:
+                col_type = "bigint unsigned"
+            if col_type:
+                types[col] = col_type
+        return out
+
+    # ------------------------------------------------------------ encode
+
+    def encode(self, change: Change, ctx: DecodeContext) -> bytes:
+        """Write a Change as a Record (newer generation unless ctx.options['generation'] == 'old')."""
+        record = to_record(change)
+        older = (ctx.options or {}).get("generation") == "old"
+        buf = io.BytesIO()
+        if older:
+            fastavro.schemaless_writer(buf, PARSED, record)
+        else:
+            fastavro.schemaless_writer(buf, PARSED_BORN, {**record, "bornTimestamp": 0})
+        return buf.getvalue()
+
+
+def _source_type(rec: dict[str, Any]) -> str:
+    st = rec["source"]["sourceType"]
+    return st[1] if isinstance(st, tuple) else st
+
+
+def _split_object(name: str | None) -> tuple[str | None, str | None, str | None]:
+    if not name:
+        return None, None, None
+    parts = name.split(".")
+    if len(parts) >= 3:
+        return parts[0], ".".join(parts[1:-1]), parts[-1]
+    db, table = split_table(name)
+    return db, None, table
+
+
+def _pk_uk(tags: dict[str, str]) -> tuple[str, ...]:
+    text = tags.get("pk_uk_info")
+    if not text:
+        return ()
+    try:
+        info = json.loads(text)
+    except ValueError:
+        raise Reject(f"tags.pk_uk_info is not JSON: {text[:60]!r}") from None
+    if not isinstance(info, dict) or not info:
+        return ()
+    cols = info.get("PRIMARY") or next(iter(info.values()))
+    if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
+        raise Reject(f"tags.pk_uk_info has no column list: {text[:60]!r}")
+    return tuple(cols)
+
+
+# ---------------------------------------------------------------- encoder helpers
+
+
+def _avro_value(value: str | None, col_type: str | None) -> Any:
+    if value is None:
+        return None
+    fam = V.family(col_type)
+    base, args, _ = V.parse_type(col_type or "")
+    if fam in ("int", "uint64"):
+        return (NS + "Integer", {"precision": 8, "value": value})
+    if fam == "decimal":
+        p, s = (args + [0, 0])[:2] if args else (0, 0)
+        return (NS + "Decimal", {"value": value, "precision": p, "scale": s})
+    if fam == "float":
+        return (NS + "Float", {"value": float(value), "precision": 0, "scale": 0})
+    if fam == "bytes":
+        import base64
+        if base == "binary":
+            return (NS + "Character", {"charset": "binary", "value": base64.b64decode(value)})
+        return (NS + "BinaryObject", {"type": base.upper(), "value": base64.b64decode(value)})
+    if fam in ("date", "time", "datetime"):
+        dt, frac, _ = V.parse_datetime_text(value if fam != "time" else "1970-01-01 " + value)
+        micros = int((frac or "0").ljust(6, "0")[:6])
+        parts = {"year": dt.year, "month": dt.month, "day": dt.day, "hour": dt.hour, "minute": dt.minute,
+                 "second": dt.second, "millis": micros}
+        if fam == "date":
+            parts.update(hour=None, minute=None, second=None, millis=None)
+        if fam == "time":
+            parts.update(year=None, month=None, day=None)
+        return (NS + "DateTime", parts)
+    if fam == "timestamp":
+        dt, frac, _ = V.parse_datetime_text(value)
+        secs = int((dt - V.datetime(1970, 1, 1)).total_seconds())
+        return (NS + "Timestamp", {"timestamp": secs, "millis": int((frac or "0").ljust(6, "0")[:6])})
+    if fam == "json":
+        return (NS + "TextObject", {"type": "JSON", "value": value})
+    return (NS + "Character", {"charset": "utf8mb4", "value": value.encode("utf-8")})
+
+
+def to_record(change: Change) -> dict[str, Any]:
+    """A Change → a Record dict (for fastavro)."""
+    operation = change.detail if change.detail in OPERATIONS else \
+        {"SNAPSHOT": "INIT", "INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "DDL": "DDL",
+         "HEARTBEAT": "HEARTBEAT"}.get(change.op)
+    if operation is None:
+        raise ValueError(f"DTS Avro cannot express op {change.op}")
+    object_name = ".".join(p for p in (change.db, change.schema, change.table) if p) or None
+    secs = 0
+    if change.event_time:
+        dt, _, _ = V.parse_datetime_text(change.event_time)
+        secs = int((dt - V.datetime(1970, 1, 1)).total_seconds())
+    rec: dict[str, Any] = {
+        "version": 1, "id": change.seq[0] if change.seq else 0, "sourceTimestamp": secs,
+        "sourcePosition": str(secs) if secs else "", "safeSourcePosition": "", "sourceTxid": change.txn or "",
+        "source": {"sourceType": "MySQL", "version": "OBMySQL"}, "operation": operation,
+        "objectName": object_name, "processTimestamps": None, "tags": {}, "fields": None,
+        "beforeImages": None, "afterImages": None,
+    }
+    if change.op == "DDL":
+        rec["afterImages"] = change.ddl or ""
+        return rec
+    if change.op == "HEARTBEAT":
+        return rec
+    if change.key_columns:
+        rec["tags"] = {"pk_uk_info": json.dumps({"PRIMARY": list(change.key_columns)})}
+    types = change.col_types or {}
+    cols = list(dict.fromkeys([*(change.before or {}), *(change.after or {})]))
+    rec["fields"] = [{"name": c, "dataTypeNumber": _TYPE_NUMBERS.get(V.parse_type(types.get(c, "varchar"))[0], 15)}
+                     for c in cols]
+    for part, image in (("beforeImages", change.before), ("afterImages", change.after)):
+        if image is not None:
+            rec[part] = [(_avro_value(image[c], types.get(c)) if c in image else (NS + "EmptyObject", "NONE"))
+                         for c in cols]
+    return rec

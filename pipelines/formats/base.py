@@ -1,0 +1,301 @@
+"""The one small interface every vendor format implements.
+
+A decoder turns one raw queue message (bytes) into zero or more canonical
+:class:`Change` records, or rejects it by raising :class:`Reject` with a reason
+that a person can act on. Silver routes the records: row changes to ``changes``,
+``HEARTBEAT`` to ``heartbeats``, ``DDL`` to ``ddl_log``, rejects to
+``quarantine``. The same decoder object serves ``lakecdc decode``, unit tests and
+the Spark silver job, so each format has exactly one definition.
+
+Canonical values (the text every decoder must produce for each column, whatever
+the vendor wrote) are defined in :mod:`pipelines.values`.
+"""
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterable, Mapping
+
+#: Row-change operations that go to the ``changes`` table.
+ROW_OPS = ("INSERT", "UPDATE", "DELETE", "SNAPSHOT", "TRUNCATE")
+#: Every op a decoder may emit.
+OPS = ROW_OPS + ("DDL", "HEARTBEAT")
+
+#: Default limit on one raw message. Kafka's own default ``message.max.bytes`` is
+#: about 1 MiB; LOB-heavy OMS tables can exceed it, so we allow 16 MiB and
+#: quarantine anything larger (``limits.max_message_bytes`` in the YAML).
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+#: Default limit on JSON nesting; a CDC message needs a handful of levels.
+DEFAULT_MAX_DEPTH = 64
+
+
+class Reject(ValueError):
+    """The message cannot be decoded; ``str(exc)`` is the quarantine reason."""
+
+
+class Num(str):
+    """A JSON number kept as its exact source text (never a float).
+
+    ``json.loads`` is called with ``parse_int=Num`` and ``parse_float=Num`` so that
+    ``9.999999999999999093266253`` and ``10223372036854775806`` keep every digit.
+    ``isinstance(v, Num)`` tells a JSON number from a JSON string.
+    """
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """What configuration knows about a source table (used where messages are silent).
+
+    ``columns`` maps column name to the source type as the vendor writes it
+    (``decimal(38,24)``, ``bigint unsigned``, ``datetime``, ``blob`` ...).
+    """
+
+    key: tuple[str, ...] = ()
+    columns: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class DecodeContext:
+    """Everything a decoder may consult besides the message itself."""
+
+    tables: Mapping[str, TableSpec] = field(default_factory=dict)  # key: "db.table", lower case
+    default_table: str | None = None  # "db.table" for formats whose messages name none (DebeziumSmt)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_depth: int = DEFAULT_MAX_DEPTH
+    options: Mapping[str, Any] = field(default_factory=dict)  # per-format options (e.g. drs_avro schema)
+
+    def table_spec(self, db: str | None, table: str | None) -> TableSpec | None:
+        if table is None:
+            return None
+        name = f"{db}.{table}" if db else table
+        return self.tables.get(name.lower())
+
+    def column_types(self, db: str | None, table: str | None) -> dict[str, str]:
+        spec = self.table_spec(db, table)
+        return dict(spec.columns) if spec else {}
+
+    def key_columns(self, db: str | None, table: str | None) -> tuple[str, ...]:
+        spec = self.table_spec(db, table)
+        return tuple(spec.key) if spec else ()
+
+
+@dataclass
+class Change:
+    """One canonical record (silver's contract, see DESIGN.md).
+
+    Images map column name to canonical text (:mod:`pipelines.values`) or ``None``
+    for SQL NULL. A column that is *absent* from an image was not carried by the
+    message (partial image); a column present with ``None`` was set to NULL.
+    """
+
+    op: str  # one of OPS
+    db: str | None = None
+    table: str | None = None
+    schema: str | None = None
+    key_columns: tuple[str, ...] = ()
+    before: dict[str, str | None] | None = None
+    after: dict[str, str | None] | None = None
+    changed: tuple[str, ...] | None = None  # columns a partial image carries; None for full images
+    col_types: dict[str, str] | None = None  # source types the message (or config) states
+    seq: tuple[int, ...] = ()  # vendor ordering components, compared as a tuple of integers
+    event_time: str | None = None  # commit time at the source: ISO-8601 UTC ending in Z
+    txn: str | None = None
+    ddl: str | None = None  # DDL statement text (op DDL)
+    detail: str | None = None  # vendor's own op/ddlType/heartbeat kind, for the logs
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The stable JSON shape printed by ``lakecdc decode``."""
+        out: dict[str, Any] = {"op": self.op, "db": self.db, "schema": self.schema, "table": self.table}
+        if self.op in ROW_OPS:
+            out.update(
+                key=list(self.key_columns),
+                before=self.before,
+                after=self.after,
+                changed=list(self.changed) if self.changed is not None else None,
+                col_types=self.col_types,
+            )
+        if self.op == "DDL":
+            out["ddl"] = self.ddl
+        out.update(seq=list(self.seq), event_time=self.event_time, txn=self.txn, detail=self.detail)
+        return out
+
+
+class Decoder(ABC):
+    """One vendor format. Subclasses fill the class attributes that README's format table shows."""
+
+    format_id: ClassVar[str]
+    seeds: ClassVar[str]  # seed files that specify it, e.g. "000, 001"
+    ordering: ClassVar[str]  # the ordering the decoder extracts into Change.seq
+    table_and_key: ClassVar[str]  # where it finds the table and the key
+    type_mapping: ClassVar[str]  # how it maps source types to canonical values
+    quirks: ClassVar[tuple[str, ...]] = ()  # "quirk handled (seed NNN)"
+    binary: ClassVar[bool] = False  # True for Avro formats: the message is not text
+
+    @abstractmethod
+    def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:
+        """Decode one message, or raise Reject(reason)."""
+
+    def encode(self, change: Change, ctx: DecodeContext) -> bytes:
+        """Write a Change the way the vendor would (simulator, round-trip tests)."""
+        raise NotImplementedError(f"{self.format_id} has no encoder")
+
+    def check_size(self, raw: bytes, ctx: DecodeContext) -> None:
+        if len(raw) > ctx.max_message_bytes:
+            raise Reject(f"message is {len(raw)} bytes, over the limit of {ctx.max_message_bytes}")
+
+
+def loads_exact(raw: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """Parse JSON keeping every number as its exact text (:class:`Num`).
+
+    Rejects invalid UTF-8, non-JSON, NaN/Infinity, and nesting deeper than
+    ``max_depth`` (checked before parsing so a 10,000-level bomb costs one scan).
+    """
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Reject(f"invalid UTF-8 at byte {exc.start}") from None
+    else:
+        text = raw
+    _check_depth(text, max_depth)
+    try:
+        return json.loads(text, parse_int=Num, parse_float=Num, parse_constant=_no_constant)
+    except RecursionError:
+        raise Reject(f"JSON nested deeper than {max_depth} levels") from None
+    except json.JSONDecodeError as exc:
+        raise Reject(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise Reject(f"not valid JSON: {name} is not a JSON number")
+
+
+def _check_depth(text: str, max_depth: int) -> None:
+    # Cheap pre-scan: count bracket depth outside strings only when brackets are many.
+    if text.count("{") + text.count("[") <= max_depth:
+        return
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+            if depth > max_depth:
+                raise Reject(f"JSON nested deeper than {max_depth} levels")
+        elif ch in "}]":
+            depth -= 1
+
+
+class JsonDecoder(Decoder):
+    """Base for text formats: size, UTF-8, exact JSON, top-level object, then ``decode_object``."""
+
+    def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:
+        self.check_size(raw, ctx)
+        obj = loads_exact(raw, ctx.max_depth)
+        if not isinstance(obj, dict):
+            raise Reject(f"expected a JSON object, got {_json_kind(obj)}")
+        return self.decode_object(obj, ctx)
+
+    @abstractmethod
+    def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
+        """Decode one parsed message object, or raise Reject(reason)."""
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a JSON array"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, Num):
+        return "a number"
+    return "a string" if isinstance(value, str) else type(value).__name__
+
+
+# ---------------------------------------------------------------- small shared helpers
+
+
+def is_kind(value: Any, kind: type | tuple[type, ...]) -> bool:
+    """isinstance, except that a JSON number (:class:`Num`, a str subclass) is not a string."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, Num):
+        return Num in kinds
+    if isinstance(value, bool):
+        return bool in kinds
+    return isinstance(value, kinds)
+
+
+def require(obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...] = str) -> Any:
+    """Fetch a field that must be present and non-null, or Reject naming it."""
+    value = obj.get(name)
+    if value is None:
+        raise Reject(f"missing field '{name}'")
+    if not is_kind(value, kind):
+        raise Reject(f"field '{name}' should be {_kind_name(kind)}, got {_json_kind(value)}")
+    return value
+
+
+def optional(obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...] = str) -> Any:
+    """Fetch a field that may be absent or null; Reject if present with the wrong kind."""
+    value = obj.get(name)
+    if value is not None and not is_kind(value, kind):
+        raise Reject(f"field '{name}' should be {_kind_name(kind)}, got {_json_kind(value)}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {dict: "an object", list: "an array", str: "a string", Num: "a number", bool: "a boolean"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def seq_int(value: Any, field_name: str) -> int:
+    """An ordering field (number or digit string) as an int, or Reject."""
+    text = str(value).strip() if value is not None else ""
+    if not text.isdigit():
+        raise Reject(f"ordering field '{field_name}' is not a non-negative integer: {value!r}")
+    return int(text)
+
+
+def split_table(qualified: str) -> tuple[str | None, str]:
+    """``db.table`` → (db, table); a name without a dot has no db."""
+    db, dot, table = qualified.rpartition(".")
+    return (db or None, table) if dot else (None, qualified)
+
+
+def iter_nonnull(values: Iterable[Any]) -> Iterable[Any]:
+    return (v for v in values if v is not None)
+
+
+def dumps_exact(value: Any) -> str:
+    """JSON text with :class:`Num` written as a bare number (the inverse of :func:`loads_exact`).
+
+    Used by encoders and to keep nested values (JSON columns, Mongo documents) as exact text.
+    """
+    if isinstance(value, Num):
+        return str(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{dumps_exact(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(dumps_exact(v) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")

@@ -1,0 +1,109 @@
+"""The reference model: what a mirror must hold after a stream of canonical changes.
+
+Independent of Spark and Delta on purpose, so gold can be checked against it. The
+rule is the plain one: per table, apply row changes in the order of
+``(seq, arrival)``; an UPDATE with a full image replaces the row, one with a
+partial image (``changed`` set) overlays the columns it carries, a key change
+moves the row, DELETE removes it, TRUNCATE empties the table. Tables with no key
+keep multiset semantics: DELETE removes one row equal to the before-image.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+from pipelines.formats.base import Change
+
+Row = dict[str, "str | None"]
+
+
+def table_name(change: Change) -> str:
+    return f"{change.db}.{change.table}" if change.db else str(change.table)
+
+
+class MirrorModel:
+    def __init__(self) -> None:
+        self._pending: dict[str, list[tuple[tuple[int, ...], int, Change]]] = defaultdict(list)
+        self._arrivals = 0
+
+    def add(self, change: Change) -> None:
+        """Record one change (any op; DDL and HEARTBEAT do not touch rows)."""
+        self._arrivals += 1
+        if change.op in ("INSERT", "UPDATE", "DELETE", "SNAPSHOT", "TRUNCATE"):
+            self._pending[table_name(change)].append((change.seq, self._arrivals, change))
+
+    def add_all(self, changes: Iterable[Change]) -> "MirrorModel":
+        for change in changes:
+            self.add(change)
+        return self
+
+    def tables(self) -> list[str]:
+        return sorted(self._pending)
+
+    def rows(self, table: str) -> list[Row]:
+        """The mirror of ``table``: rows sorted by key (or by value for keyless tables)."""
+        keyed: dict[tuple, Row] = {}
+        keyless: list[Row] = []
+        key_cols: tuple[str, ...] = ()
+        for _seq, _arrival, ch in sorted(self._pending.get(table, []), key=lambda t: (t[0], t[1])):
+            key_cols = ch.key_columns or key_cols
+            if ch.op == "TRUNCATE":
+                keyed.clear()
+                keyless.clear()
+            elif not key_cols:
+                _apply_keyless(keyless, ch)
+            else:
+                _apply_keyed(keyed, key_cols, ch)
+        if key_cols:
+            return [keyed[k] for k in sorted(keyed, key=_sort_key)]
+        return sorted(keyless, key=lambda r: _sort_key(tuple(sorted(r.items()))))
+
+
+def _key_of(image: Row | None, key_cols: tuple[str, ...]) -> tuple | None:
+    if not image or any(c not in image for c in key_cols):
+        return None
+    return tuple(image[c] for c in key_cols)
+
+
+def _apply_keyed(rows: dict[tuple, Row], key_cols: tuple[str, ...], ch: Change) -> None:
+    new_key = _key_of(ch.after, key_cols)
+    old_key = _key_of(ch.before, key_cols)
+    if ch.op == "DELETE":
+        rows.pop(old_key if old_key is not None else new_key, None)
+        return
+    if ch.op in ("INSERT", "SNAPSHOT"):
+        rows[new_key] = dict(ch.after or {})
+        return
+    # UPDATE: a full image (changed is None) replaces the row; a partial one overlays the
+    # columns it carries on the current row. A key change moves the row.
+    base = rows.pop(old_key, None) if old_key is not None and old_key != new_key else None
+    if base is None:
+        base = rows.get(new_key if new_key is not None else old_key, {})
+    target = new_key if new_key is not None else old_key
+    rows[target] = dict(ch.after or {}) if ch.changed is None else {**base, **(ch.after or {})}
+
+
+def _apply_keyless(rows: list[Row], ch: Change) -> None:
+    if ch.op in ("DELETE", "UPDATE") and ch.before:
+        for i, row in enumerate(rows):
+            if all(row.get(c) == v for c, v in ch.before.items()):
+                del rows[i]
+                break
+    if ch.op != "DELETE" and ch.after is not None:
+        rows.append(dict(ch.after))
+
+
+def _sort_key(key: tuple) -> tuple:
+    """Sort keys numerically where values are integers, else as text; NULL first."""
+    out = []
+    for v in key:
+        if isinstance(v, tuple):
+            v = v[1]
+        if v is None:
+            out.append((0, 0, ""))
+        else:
+            try:
+                out.append((1, int(v), ""))
+            except ValueError:
+                out.append((2, 0, str(v)))
+    return tuple(out)
