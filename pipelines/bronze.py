@@ -96,7 +96,7 @@ def landing_stream(spark, source: Source, max_files_per_trigger: int = 100):
         F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
         "file",
         "line",
-        F.concat(F.lit("file:"), "file", F.lit("#"), F.col("line").cast("string")).alias("position"),
+        F.concat("file", F.lit("#"), F.col("line").cast("string")).alias("position"),  # file:/path#line
         F.concat("file", F.lit("#"), F.lpad(F.col("line").cast("string"), 12, "0")).alias("queue_pos"),
         F.current_timestamp().alias("ingest_time"),
     )

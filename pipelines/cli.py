@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "(default: ./lakecdc-demo; reset on every run)")
     d.add_argument("--changes", type=int, default=400, help="row changes to generate (default 400)")
     d.add_argument("--seed", type=int, default=7, help="random seed of the traffic (default 7)")
+    d.add_argument("--kafka", action="store_true", help="go through a local Kafka broker instead of landing files")
     d.set_defaults(func=cmd_demo)
 
     r = sub.add_parser("run", help="run pipeline stages from a YAML configuration")
@@ -82,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--table", help="only this mirror (db.table)")
     e.add_argument("--with-system-columns", action="store_true", help="include lineage columns (_seq, _op, ...)")
     e.set_defaults(func=cmd_export)
+
+    k = sub.add_parser("kafka", help="a local Apache Kafka broker (KRaft, 127.0.0.1) for development")
+    k.add_argument("action", choices=["up", "down", "status"])
+    k.add_argument("--port", type=int, help="listener port for `up` (default: a free port)")
+    k.add_argument("--fresh", action="store_true", help="`up` with empty data (topics are otherwise kept)")
+    k.add_argument("--data-dir", help="broker data directory (default: build/kafka/data)")
+    k.set_defaults(func=cmd_kafka)
 
     f = sub.add_parser("formats", help="list the supported formats: ordering, table and key, types, quirks")
     f.add_argument("--markdown", action="store_true", help="as README's Markdown table")
@@ -241,7 +249,24 @@ def cmd_formats(args) -> int:
 def cmd_demo(args) -> int:
     from pipelines.demo import run_demo
 
-    return run_demo(Path(args.dir), changes=args.changes, seed=args.seed, progress=_progress)
+    return run_demo(Path(args.dir), changes=args.changes, seed=args.seed, progress=_progress, kafka=args.kafka)
+
+
+def cmd_kafka(args) -> int:
+    from pipelines.kafka import LocalBroker
+
+    if args.action == "up":
+        broker = LocalBroker(data_dir=args.data_dir, port=args.port, fresh=args.fresh).start(detach=True)
+        print(broker.bootstrap)
+        _progress(f"broker running (pid {broker.pid}); stop it with: lakecdc kafka down")
+    elif args.action == "down":
+        stopped = LocalBroker.down(args.data_dir)
+        _progress("broker stopped" if stopped else "no broker was running")
+    else:
+        state = LocalBroker.status(args.data_dir)
+        print(json.dumps(state, default=str))
+        return 0 if state.get("running") else 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -81,3 +81,37 @@ def export_warehouse(spark, wh: Warehouse, table: str | None = None, with_system
             raise KeyError(f"no mirror named {table!r} in {wh.root}; mirrors: {', '.join(sorted(refs)) or 'none'}")
         refs = matches
     return {name: export_table(spark, ref, with_system_columns) for name, ref in sorted(refs.items())}
+
+
+def expected_value(text: str | None, source_type: str | None):
+    """What ``export`` prints for a canonical value of a column of ``source_type``.
+
+    Lets tests and the simulator compare a mirror with the reference model value for value.
+    """
+    from decimal import Decimal
+
+    from pipelines.values import parse_type, spark_type
+
+    if text is None:
+        return None
+    target = spark_type(source_type)
+    if target in ("INT", "BIGINT"):
+        return int(text)
+    if target == "BOOLEAN":
+        return text == "true"
+    if target == "DOUBLE":
+        return float(text)
+    if target.startswith("DECIMAL"):
+        if family(source_type) == "uint64":
+            n = int(text)
+            return n if INT64_MIN <= n <= INT64_MAX else text
+        scale = (parse_type(source_type or "")[1] + [0, 0])[1]
+        return str(Decimal(text).quantize(Decimal(1).scaleb(-scale)))
+    return text
+
+
+def expected_rows(rows: list[dict], column_types: dict[str, str], key: list[str]) -> list[dict]:
+    """Reference-model rows in export form (all mirror columns, NULL where absent), sorted by key."""
+    out = [{c: expected_value(r.get(c), t) for c, t in column_types.items()} for r in rows]
+    out.sort(key=lambda row: tuple(_sort_value(row.get(k)) for k in key))
+    return out

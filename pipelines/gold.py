@@ -22,6 +22,7 @@ For every table a batch touches:
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pipelines.config import PipelineConfig, TableConfig
@@ -36,6 +37,7 @@ LINEAGE_DDL = (
 )
 LINEAGE_COLUMNS = tuple(name for name, _ in LINEAGE_DDL)
 SOURCE_TYPE_PREFIX = "source type: "
+ORD_SEPARATOR = "\u0001"
 
 
 @dataclass
@@ -228,8 +230,11 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
                                                       f"coalesce(after, map())) ELSE {key_source} END")))
     has_old = " AND ".join(f"map_contains_key(coalesce(before, map()), {_lit(k)})" for k in key)
     ordered = ordered.withColumn("old_k", F.expr(f"CASE WHEN op = 'UPDATE' AND {has_old} THEN {key_struct('before')} END"))
-    ordered = ordered.withColumn(
-        "ord", F.concat_ws("|", "seq", "queue_pos", F.lpad(F.col("change_index").cast("string"), 6, "0"), F.lit("1")))
+    # Sort key: vendor sequence, queue position, place in the message, then 0 for the delete of a
+    # moved key before 1 for the change itself. The separator sorts below every digit and '.', so
+    # an empty sequence (full-load rows) sorts before any incremental change.
+    ordered = ordered.withColumn("ord", F.concat_ws(
+        ORD_SEPARATOR, "seq", "queue_pos", F.lpad(F.col("change_index").cast("string"), 6, "0"), F.lit("1")))
     moved = (ordered.where("old_k IS NOT NULL AND NOT (old_k <=> k)")
              .withColumn("k", F.col("old_k")).withColumn("op", F.lit("DELETE"))
              .withColumn("ord", F.expr("concat(substr(ord, 1, length(ord) - 1), '0')")))
@@ -239,11 +244,8 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
     truncates = rows.where("op = 'TRUNCATE'").agg(F.max("ord").alias("ord"), F.max("seq").alias("seq")).first()
     if truncates and truncates["ord"] is not None:
         rows = rows.where(F.col("ord") > F.lit(truncates["ord"]))
-        _set_txn(spark, f"{app_id}-t-{mirror_name}", batch_id)
-        try:
+        with idempotent_dml(spark, f"{app_id}-t-{mirror_name}", batch_id):
             ref.delta(spark).delete(F.col("_seq") <= F.lit(truncates["seq"]))
-        finally:
-            _unset_txn(spark)
     rows = rows.where("op != 'TRUNCATE'")
 
     # --- stale filter against mirror and tombstones -----------------------------------------
@@ -291,26 +293,20 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
     insert_values = {q(k): f"s.k.{q(k)}" for k in key}
     insert_values.update({q(c): f"s.v{i}" for i, c in enumerate(data_cols)})
     insert_values.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
-    _set_txn(spark, f"{app_id}-m-{mirror_name}", batch_id)
-    try:
+    with idempotent_dml(spark, f"{app_id}-m-{mirror_name}", batch_id):
         (ref.delta(spark).alias("t").merge(source_df.alias("s"), on)
          .whenMatchedDelete(condition="NOT s.live")
          .whenMatchedUpdate(condition="s.live", set=update_set)
          .whenNotMatchedInsert(condition="s.live", values=insert_values)
          .execute())
-    finally:
-        _unset_txn(spark)
     tomb_values = {q(k): f"s.k.{q(k)}" for k in key}
     tomb_values.update({"_seq": "s._seq", "_queue_pos": "s._queue_pos", "_event_time": "s._event_time"})
-    _set_txn(spark, f"{app_id}-d-{mirror_name}", batch_id)
-    try:
+    with idempotent_dml(spark, f"{app_id}-d-{mirror_name}", batch_id):
         (tomb.delta(spark).alias("t").merge(source_df.alias("s"), on)
          .whenMatchedDelete(condition="s.live")
          .whenMatchedUpdate(condition="NOT s.live", set=tomb_values)
          .whenNotMatchedInsert(condition="NOT s.live", values=tomb_values)
          .execute())
-    finally:
-        _unset_txn(spark)
     rows.unpersist()
     checked.unpersist()
     log.info("gold: %s → %s: %d changes applied, %d stale skipped, %d quarantined (key %s)", source_table,
@@ -322,15 +318,17 @@ def _lit(text: str) -> str:
     return "'" + _sql_str(text) + "'"
 
 
-def _set_txn(spark, app_id: str, version: int) -> None:
-    """Delta idempotent DML: a commit with an (appId, version) already seen is skipped."""
+@contextmanager
+def idempotent_dml(spark, app_id: str, version: int):
+    """Delta idempotent DML: a MERGE/DELETE stamped with an (appId, version) already committed
+    to the table is skipped, so a micro-batch retried after a crash applies once."""
     spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
     spark.conf.set("spark.databricks.delta.write.txnVersion", str(version))
-
-
-def _unset_txn(spark) -> None:
-    spark.conf.unset("spark.databricks.delta.write.txnAppId")
-    spark.conf.unset("spark.databricks.delta.write.txnVersion")
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")
 
 
 # ---------------------------------------------------------------- the stream

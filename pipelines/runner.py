@@ -26,9 +26,9 @@ class RunSummary:
 
 
 def run_pipeline(spark, cfg: PipelineConfig, stages: tuple[str, ...] = STAGES, available_now: bool = True,
-                 progress: Callable[[str], None] = lambda msg: None) -> RunSummary:
+                 progress: Callable[[str], None] = lambda msg: None, stop_after: float | None = None) -> RunSummary:
     """Run the named stages in flow order. ``available_now`` runs each until caught up, one after
-    the other; otherwise all run together until stopped (Ctrl-C, or a failure)."""
+    the other; otherwise all run together until stopped (Ctrl-C, a failure, or ``stop_after`` seconds)."""
     from pipelines.bronze import start_bronze
     from pipelines.gold import GoldStats, start_gold
     from pipelines.silver import start_silver
@@ -55,8 +55,11 @@ def run_pipeline(spark, cfg: PipelineConfig, stages: tuple[str, ...] = STAGES, a
     else:
         queries = [q for stage in ordered for q in starters[stage]()]
         progress(f"running {', '.join(ordered)} continuously every {cfg.processing_time}; Ctrl-C stops")
+        began = time.monotonic()
         try:
             while all(q.isActive for q in queries):
+                if stop_after is not None and time.monotonic() - began > stop_after:
+                    break
                 time.sleep(2)
                 for q in queries:
                     p = q.lastProgress

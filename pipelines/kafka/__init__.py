@@ -14,7 +14,6 @@ from pipelines.kafka.broker import (
     create_topic,
     delete_topic,
     ensure_jars,
-    ensure_spark_kafka_jars,
     free_port,
     list_topics,
 )
@@ -30,7 +29,6 @@ __all__ = [
     "create_topic",
     "delete_topic",
     "ensure_jars",
-    "ensure_spark_kafka_jars",
     "free_port",
     "list_topics",
     "produce",

@@ -1,0 +1,32 @@
+# Two commands for a fresh machine (Python 3.11, Java 17):  make demo   and   make test
+VENV ?= .venv
+PYTHON ?= python3
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: setup demo test test-unit test-spark test-e2e clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e ".[local,quality,test]"
+	@rm -f $(VENV)/.installed-* && touch $@
+
+demo: setup          ## generate CDC traffic and run bronze → silver → gold on local Spark + Delta
+	$(VENV)/bin/lakecdc demo
+
+test: setup          ## every test: pure-Python decoders, Spark + Delta, real Kafka broker, Great Expectations
+	$(VENV)/bin/pytest -q
+
+test-unit: setup
+	$(VENV)/bin/pytest -q tests/unit
+
+test-spark: setup
+	$(VENV)/bin/pytest -q tests/spark
+
+test-e2e: setup
+	$(VENV)/bin/pytest -q tests/e2e
+
+clean:
+	rm -rf build lakecdc-demo .pytest_cache

@@ -1,0 +1,300 @@
+"""Data quality on real Spark DataFrames with a real (ephemeral) Great Expectations context.
+
+Every built-in CDC check is run once on clean data (must pass: no false alarms) and once
+with a fault injected on purpose (must catch exactly that fault).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pipelines import quality
+from pipelines.quality import QualityFailure, parse_expectations
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE = "shop.orders"
+COLUMNS = {"id": "bigint", "amount": "decimal(12,2)", "status": "varchar(16)", "email": "varchar(64)"}
+CHANGES_DDL = ("op STRING, key_columns ARRAY<STRING>, before MAP<STRING, STRING>, after MAP<STRING, STRING>, "
+               "changed ARRAY<STRING>, seq STRING, queue_pos STRING, change_index INT, bronze_position STRING, "
+               "source STRING")
+
+RULES = parse_expectations([
+    {"name": "amount_positive", "expect": "between", "column": "amount", "min": 0, "max": 1000000, "action": "drop"},
+    {"name": "status_known", "expect": "in_set", "column": "status", "values": ["NEW", "PAID", "SHIPPED"],
+     "action": "warn"},
+    {"name": "email_shape", "expect": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$", "action": "warn"},
+    {"name": "id_present", "expect": "not_null", "column": "id", "action": "warn"},
+], "tables.shop.orders.expectations")
+
+
+def seq(n: int) -> str:
+    return f"{n:020d}"
+
+
+def change(op, pos, idx, n, after=None, before=None, changed=None):
+    return (op, ["id"], before, after, changed, seq(n), f"0:{n}", idx, pos, "shop_default")
+
+
+def row(i, amount, status, email):
+    return {"id": None if i is None else str(i), "amount": amount, "status": status, "email": email}
+
+
+def by_name(rows):
+    return {r["expectation"]: r for r in rows}
+
+
+# ---------------------------------------------------------------- configured rules: warn / drop / fail
+
+
+def test_drop_quarantines_exactly_the_offending_changes_and_warn_records(spark):
+    from pipelines.silver import quarantine_frame
+
+    changes = spark.createDataFrame([
+        change("INSERT", "p0", 0, 1, row(1, "10.00", "NEW", "a@x.io")),
+        change("INSERT", "p1", 0, 2, row(2, "-5.00", "PAID", "b@x.io")),         # drop: amount < 0
+        change("INSERT", "p1", 1, 3, row(3, "2000000.00", "LOST", "c@x.io")),    # drop + warn status
+        change("UPDATE", "p2", 0, 4, row(1, "11.00", "PAID", "not-an-email"),    # warn email
+               before=row(1, "10.00", "NEW", "a@x.io")),
+        change("DELETE", "p3", 0, 5, None, before=row(4, "-1.00", "NEW", "d@x.io")),  # DELETE: never dropped
+        change("UPDATE", "p4", 0, 6, {"id": "5", "status": "SHIPPED"}, changed=["status"]),  # partial: no amount
+    ], CHANGES_DDL)
+    typed = quality.typed_changes(changes, COLUMNS)
+    bq = quality.check_batch(spark, TABLE, typed, RULES, "run1", 7)
+
+    dropped = {(r.bronze_position, r.change_index): (r.rule, r.bad_value) for r in bq.dropped.collect()}
+    assert dropped == {("p1", 0): ("amount_positive", "-5.00"), ("p1", 1): ("amount_positive", "2000000.00")}
+    assert bq.dropped_count == 2
+
+    res = by_name(bq.results)
+    assert set(res) == {"amount_positive", "status_known", "email_shape", "id_present"}
+    assert res["amount_positive"]["success"] is False and res["amount_positive"]["unexpected_count"] == 2
+    assert res["amount_positive"]["action"] == "drop"
+    assert res["status_known"]["success"] is False and res["status_known"]["unexpected_count"] == 1
+    assert res["email_shape"]["success"] is False and res["email_shape"]["unexpected_count"] == 1
+    assert res["id_present"]["success"] is True
+    assert res["amount_positive"]["expectation_type"] == "expect_column_values_to_be_between"
+    assert all(r["run_id"] == "run1" and r["batch_id"] == 7 and r["table"] == TABLE for r in bq.results)
+    assert any("status_known" in w for w in bq.warnings)
+
+    keep, bad = bq.split(changes)
+    assert sorted((r.bronze_position, r.change_index) for r in keep.collect()) == [
+        ("p0", 0), ("p2", 0), ("p3", 0), ("p4", 0)]
+    q = quarantine_frame(bad.withColumn("stage", quality_lit("gold"))).collect()
+    assert {(r.rule, r.bad_value, r.bronze_position) for r in q} == {
+        ("amount_positive", "-5.00", "p1"), ("amount_positive", "2000000.00", "p1")}
+    assert all("amount_positive" in r.reason for r in q)
+    assert bq.validation is not None and bq.validation.success is False  # the GE suite result
+
+
+def quality_lit(v):
+    from pyspark.sql import functions as F
+
+    return F.lit(v)
+
+
+def test_fail_raises_naming_table_rule_and_five_examples(spark):
+    rules = parse_expectations([{"name": "id_present", "expect": "not_null", "column": "id", "action": "fail"}], "t")
+    typed = spark.createDataFrame(
+        [(None if i % 2 else i, "INSERT", f"pos{i}", 0) for i in range(16)],
+        "id BIGINT, op STRING, bronze_position STRING, change_index INT")
+    with pytest.raises(QualityFailure) as info:
+        quality.check_batch(spark, TABLE, typed, rules, "run1", 3)
+    msg = str(info.value)
+    assert "id_present" in msg and TABLE in msg and "8 of 16" in msg
+    assert msg.count("e.g.") == 5 and "pos1" in msg
+    assert info.value.results and info.value.results[0]["success"] is False
+
+
+def test_mirror_rules_unique_and_row_count(spark):
+    mirror = spark.createDataFrame([(1, "a"), (2, "a"), (3, "b")], "id BIGINT, status STRING")
+    warn = parse_expectations([
+        {"name": "status_unique", "expect": "unique", "column": "status", "action": "warn"},
+        {"name": "pair_unique", "expect": "unique", "columns": ["id", "status"], "action": "warn"},
+        {"name": "size_ok", "expect": "row_count_between", "min": 1, "max": 10, "action": "fail"},
+    ], "t")
+    res = by_name(quality.check_mirror(spark, TABLE, mirror, warn, "run1", 1, key_cols=["id"]))
+    assert res["status_unique"]["success"] is False and res["status_unique"]["unexpected_count"] == 2
+    assert res["pair_unique"]["success"] is True
+    assert res["size_ok"]["success"] is True and res["size_ok"]["element_count"] == 3
+    fail = parse_expectations([{"name": "tiny", "expect": "row_count_between", "max": 2, "action": "fail"}], "t")
+    with pytest.raises(QualityFailure, match=r"'tiny'.*shop\.orders.*observed 3"):
+        quality.check_mirror(spark, TABLE, mirror, fail, "run1", 1)
+
+
+# ---------------------------------------------------------------- built-in CDC checks
+
+MIRROR_DDL = ("id BIGINT, amount DECIMAL(12,2), status STRING, _seq STRING, _source STRING, _event_time TIMESTAMP")
+MCOLS = {"id": "bigint", "amount": "decimal(12,2)", "status": "varchar(16)"}
+
+
+def _mirror(spark, rows):
+    return spark.createDataFrame(rows, MIRROR_DDL)
+
+
+def _t(hours_ago: float):
+    return dt.datetime.now() - dt.timedelta(hours=hours_ago)  # naive local, as Spark returns it
+
+
+def _dec(v):
+    from decimal import Decimal
+
+    return Decimal(v)
+
+
+@pytest.fixture(scope="module")
+def cdc_case(spark):
+    """A full load of 3 rows, then a batch with one UPDATE and one DELETE."""
+    snapshot = spark.createDataFrame([
+        change("SNAPSHOT", "s0", 0, 1, {"id": "1", "amount": "10.00", "status": "NEW"}),
+        change("SNAPSHOT", "s0", 1, 1, {"id": "2", "amount": "20.50", "status": "PAID"}),
+        change("SNAPSHOT", "s0", 2, 1, {"id": "3", "amount": "30", "status": "NEW"}),
+    ], CHANGES_DDL)
+    before = _mirror(spark, [(1, _dec("10.00"), "NEW", seq(1), "src", _t(0.2)),
+                             (2, _dec("20.50"), "PAID", seq(1), "src", _t(0.2)),
+                             (3, _dec("30.00"), "NEW", seq(1), "src", _t(0.2))])
+    batch = spark.createDataFrame([
+        change("UPDATE", "b0", 0, 5, {"id": "1", "amount": "11.00", "status": "PAID"},
+               before={"id": "1", "amount": "10.00", "status": "NEW"}),
+        change("DELETE", "b1", 0, 6, None, before={"id": "3", "amount": "30.00", "status": "NEW"}),
+    ], CHANGES_DDL)
+    after = _mirror(spark, [(1, _dec("11.00"), "PAID", seq(5), "src", _t(0.1)),
+                            (2, _dec("20.50"), "PAID", seq(1), "src", _t(0.2))])
+    return {"snapshot": snapshot, "before": before, "batch": batch, "after": after}
+
+
+def test_cdc_checks_pass_on_clean_data(spark, cdc_case):
+    rows = quality.cdc_checks(spark, TABLE, cdc_case["after"], ["id"], cdc_case["batch"], run_id="r", batch_id=2,
+                              mirror_before_df=cdc_case["before"], columns=MCOLS)
+    res = by_name(rows)
+    assert set(res) == {"cdc_key_not_null", "cdc_key_unique", "cdc_seq_not_backwards", "cdc_source_drift",
+                        "cdc_freshness"}
+    assert all(r["success"] for r in rows), rows
+    assert res["cdc_source_drift"]["element_count"] == 2
+    # reconciliation right after the full load: the mirror is exactly the snapshot ("30" == 30.00)
+    rec = by_name(quality.cdc_checks(spark, TABLE, cdc_case["before"], ["id"], snapshot_df=cdc_case["snapshot"],
+                                     columns=MCOLS, checks=("reconcile",)))
+    assert rec["cdc_reconcile_count"]["success"] and rec["cdc_reconcile_checksum"]["success"], rec
+
+
+def test_cdc_key_null_and_duplicate_are_caught(spark):
+    bad = _mirror(spark, [(1, None, "NEW", seq(1), "src", _t(0)), (None, None, "NEW", seq(1), "src", _t(0)),
+                          (2, None, "NEW", seq(1), "src", _t(0)), (2, None, "PAID", seq(2), "src", _t(0))])
+    res = by_name(quality.cdc_checks(spark, TABLE, bad, ["id"], checks=("key_not_null", "key_unique")))
+    assert res["cdc_key_not_null"]["success"] is False and res["cdc_key_not_null"]["unexpected_count"] == 1
+    assert res["cdc_key_unique"]["success"] is False and res["cdc_key_unique"]["unexpected_count"] == 2
+    with pytest.raises(QualityFailure, match="cdc_key_unique"):
+        quality.cdc_checks(spark, TABLE, bad, ["id"], checks=("key_unique",), fail_on=("cdc_key_unique",))
+
+
+def test_cdc_sequence_backwards_and_source_drift_are_caught(spark, cdc_case):
+    batch = spark.createDataFrame([
+        # arrives with a sequence older than what the mirror holds for id 2
+        change("UPDATE", "b0", 0, 0, {"id": "2", "amount": "1.00", "status": "NEW"}),
+        # before-image says amount 99.00, the mirror holds 10.00: drift
+        change("UPDATE", "b1", 0, 7, {"id": "1", "amount": "11.00", "status": "PAID"},
+               before={"id": "1", "amount": "99.00", "status": "NEW"}),
+        # DELETE of a row the mirror never had: drift (row missing)
+        change("DELETE", "b2", 0, 8, None, before={"id": "42", "amount": "1.00", "status": "NEW"}),
+        # matches: not drift
+        change("DELETE", "b3", 0, 9, None, before={"id": "3", "amount": "30.00"}),
+    ], CHANGES_DDL)
+    rows = quality.cdc_checks(spark, TABLE, cdc_case["after"], ["id"], batch, mirror_before_df=cdc_case["before"],
+                              columns=MCOLS, checks=("seq_not_backwards", "source_drift"))
+    res = by_name(rows)
+    assert res["cdc_seq_not_backwards"]["success"] is False and res["cdc_seq_not_backwards"]["unexpected_count"] == 1
+    assert res["cdc_source_drift"]["success"] is False and res["cdc_source_drift"]["unexpected_count"] == 2
+    assert "b1" in res["cdc_source_drift"]["details"] and "b2" in res["cdc_source_drift"]["details"]
+    assert "differs: amount" in res["cdc_source_drift"]["details"]
+
+
+def test_cdc_freshness_is_caught_with_per_source_threshold(spark):
+    stale = _mirror(spark, [(1, None, "NEW", seq(1), "slow_src", _t(3)), (2, None, "NEW", seq(1), "fast_src", _t(0.1))])
+    res = quality.cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",))
+    assert res[0]["expectation"] == "cdc_freshness" and res[0]["success"] is False
+    assert res[0]["unexpected_count"] == 1 and "slow_src" in res[0]["details"]
+    # a heartbeat of the slow source counts as progress
+    hb = quality_heartbeats(spark, "slow_src", _t(0.5))
+    ok = quality.cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",), heartbeats_df=hb)
+    assert ok[0]["success"] is True
+    # or a per-source threshold (configurable) allows the slow one 4 hours
+    ok2 = quality.cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",),
+                             freshness_threshold={"slow_src": "4 hours", "*": "1 hour"})
+    assert ok2[0]["success"] is True
+
+
+def quality_heartbeats(spark, source, when):
+    return spark.createDataFrame([(source, when)], "source STRING, event_time TIMESTAMP")
+
+
+def test_cdc_reconciliation_catches_lost_and_changed_rows(spark, cdc_case):
+    lost = cdc_case["before"].where("id != 3")
+    changed = cdc_case["before"].selectExpr("id", "CASE WHEN id = 2 THEN CAST(20.51 AS DECIMAL(12,2)) ELSE amount END "
+                                            "AS amount", "status", "_seq", "_source", "_event_time")
+    r1 = by_name(quality.cdc_checks(spark, TABLE, lost, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS,
+                                    checks=("reconcile",)))
+    assert r1["cdc_reconcile_count"]["success"] is False and r1["cdc_reconcile_checksum"]["success"] is False
+    r2 = by_name(quality.cdc_checks(spark, TABLE, changed, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS,
+                                    checks=("reconcile",)))
+    assert r2["cdc_reconcile_count"]["success"] is True and r2["cdc_reconcile_checksum"]["success"] is False
+
+
+# ---------------------------------------------------------------- reports: dq_results, Data Docs, chart
+
+
+def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
+    now = dt.datetime.now()
+    rows = []
+    for b in range(3):
+        for tbl, ok in ((TABLE, b != 1), ("shop.users", True)):
+            rows.append(quality._row("run9", b, tbl, "amount_positive", "expect_column_values_to_be_between", "drop",
+                                     ok, 10, 0 if ok else 3, None, now + dt.timedelta(minutes=b)))
+            rows.append(quality._row("run9", b, tbl, "cdc_key_unique", "expect_column_values_to_be_unique", "warn",
+                                     True, 10, 0, None, now + dt.timedelta(minutes=b)))
+    assert quality.write_results(spark, str(warehouse), rows) == 12
+    assert quality.write_results(spark, str(warehouse), rows[:2], app_id="a", version=1) == 2
+    quality.write_results(spark, str(warehouse), rows[:2], app_id="a", version=1)  # a retry: written once
+    stored = spark.read.format("delta").load(str(warehouse / "dq" / "dq_results"))
+    assert stored.count() == 14
+    assert stored.columns == list(quality.DQ_RESULT_COLUMNS)
+
+    text = quality.report(spark, str(warehouse))
+    assert "shop.orders" in text and "shop.users" in text and "pass rate" in text
+    cells = next(ln for ln in text.splitlines() if ln.startswith("shop.orders ")).split()
+    # 6 rows + 2 rows written again under app_id "a" (written once): 8 checks, 1 failure, 3 quarantined
+    assert cells[:5] == ["shop.orders", "8", "87.5%", "1", "3"], text
+    assert "amount_positive (drop) failed" in text
+
+    png = quality.chart(spark, str(warehouse), tmp_path / "chart.png")
+    assert Path(png).stat().st_size > 5000
+    (ROOT / "build").mkdir(exist_ok=True)
+    shutil.copy(png, ROOT / "build" / "dq_chart.png")
+
+    # Data Docs from real validations of this process (run one more here so the test stands alone)
+    typed = spark.createDataFrame([(1, "NEW", "p0", 0, "INSERT"), (None, "X", "p1", 0, "INSERT")],
+                                  "id BIGINT, status STRING, bronze_position STRING, change_index INT, op STRING")
+    bq = quality.check_batch(spark, TABLE, typed, RULES[1:], "run9", 4)
+    index = quality.build_data_docs([bq], warehouse=str(warehouse))
+    assert index == str((warehouse / "dq" / "data_docs" / "index.html").resolve())
+    html = Path(index).read_text()
+    assert "shop__orders.batch" in html
+    pages = list((warehouse / "dq" / "data_docs" / "validations").rglob("*.html"))
+    page = "".join(p.read_text() for p in pages)
+    assert "values must belong to this set" in page and "run9-b4" in page
+    # a second build keeps the earlier results (file-backed store under dq/gx) and adds this process's
+    quality.build_data_docs(None, warehouse=str(warehouse))
+    assert len(list((warehouse / "dq" / "data_docs" / "validations").rglob("*.html"))) > len(pages)
+
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    shot = tmp_path / "docs.png"
+    subprocess.run([str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'chrome'}", f"--screenshot={shot}", "--window-size=1280,900",
+                    f"file://{index}"], check=True, timeout=120, capture_output=True)
+    assert shot.exists() and shot.stat().st_size > 20000
+    shutil.copy(shot, ROOT / "build" / "dq_screenshot.png")
