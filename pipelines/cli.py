@@ -91,6 +91,28 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--data-dir", help="broker data directory (default: build/kafka/data)")
     k.set_defaults(func=cmd_kafka)
 
+    so = sub.add_parser("soak", help="long randomized check: simulator → encode → deliver (duplicates, partitions) "
+                                     "→ decode → reference model, against the source tables")
+    so.add_argument("--format", required=True, choices=ALL_FORMAT_IDS[:-2], metavar="FORMAT")
+    so.add_argument("--changes", type=int, default=100_000)
+    so.add_argument("--seed", type=int, default=1)
+    so.set_defaults(func=cmd_soak)
+
+    pr = sub.add_parser("produce", help="publish the simulator's CDC traffic to a Kafka topic, keyed by primary key")
+    pr.add_argument("--format", required=True, choices=ALL_FORMAT_IDS[:-2], metavar="FORMAT")
+    pr.add_argument("--topic", required=True)
+    pr.add_argument("--changes", type=int, default=1000)
+    pr.add_argument("--rate", type=float, help="messages per second (default: as fast as possible)")
+    pr.add_argument("--seed", type=int, default=1)
+    pr.add_argument("--bootstrap", help="bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker)")
+    pr.set_defaults(func=cmd_produce)
+
+    q = sub.add_parser("dq", help="data quality: summary table and chart of the dq_results of a warehouse")
+    q.add_argument("action", choices=["report"])
+    q.add_argument("--warehouse", required=True)
+    q.add_argument("--chart", help="where to write the PNG chart (default: <warehouse>/dq/dq_chart.png)")
+    q.set_defaults(func=cmd_dq)
+
     f = sub.add_parser("formats", help="list the supported formats: ordering, table and key, types, quirks")
     f.add_argument("--markdown", action="store_true", help="as README's Markdown table")
     f.set_defaults(func=cmd_formats)
@@ -250,6 +272,57 @@ def cmd_demo(args) -> int:
     from pipelines.demo import run_demo
 
     return run_demo(Path(args.dir), changes=args.changes, seed=args.seed, progress=_progress, kafka=args.kafka)
+
+
+def cmd_soak(args) -> int:
+    from pipelines.simulator import soak
+
+    report = soak(args.format, args.changes, args.seed, progress=_progress)
+    print(report.summary())
+    return 0 if report.ok and not report.truth_mismatches else 1
+
+
+def cmd_produce(args) -> int:
+    import os
+    import time
+
+    from pipelines.kafka import LocalBroker, create_topic, list_topics, produce
+    from pipelines.simulator import generate_history
+
+    bootstrap = args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or LocalBroker.status().get("bootstrap")
+    if not bootstrap:
+        raise RuntimeError("no Kafka to produce to: pass --bootstrap, set KAFKA_BOOTSTRAP_SERVERS, or `lakecdc kafka up`")
+    if args.topic not in list_topics(bootstrap):
+        create_topic(bootstrap, args.topic, partitions=3)
+    history = generate_history(args.format, args.seed, n_changes=args.changes)
+    records = []
+    for change, raw in zip(history.changes, history.messages):
+        row = change.after or change.before or {}
+        key = ",".join(str(row.get(k)) for k in change.key_columns)
+        records.append((f"{change.db}.{change.table}:{key}".encode(), raw))
+    began, sent, batch = time.monotonic(), 0, max(1, int(args.rate or len(records)))
+    for start in range(0, len(records), batch):
+        sent += produce(bootstrap, args.topic, records[start:start + batch])
+        _progress(f"produced {sent}/{len(records)} messages to {args.topic}")
+        if args.rate and start + batch < len(records):
+            time.sleep(max(0.0, (start + batch) / args.rate - (time.monotonic() - began)))
+    print(f"produced {sent} {args.format} messages ({len(history.changes)} changes over {len(history.tables)} tables) "
+          f"to {args.topic} at {bootstrap}")
+    return 0
+
+
+def cmd_dq(args) -> int:
+    from pipelines.quality import chart, dq_dir, report
+    from pipelines.spark import get_spark
+    from pipelines.warehouse import Warehouse
+
+    wh = Warehouse(args.warehouse)
+    spark = get_spark("lakecdc-dq")
+    print(report(spark, wh))
+    png = chart(spark, wh, args.chart or str(dq_dir(wh) / "dq_chart.png"))
+    docs = dq_dir(wh) / "data_docs" / "index.html"
+    print(f"\nchart: {png}" + (f"\nData Docs: {docs}" if docs.exists() else ""))
+    return 0
 
 
 def cmd_kafka(args) -> int:

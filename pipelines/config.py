@@ -19,6 +19,8 @@ See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
         key: [id]
         columns: {id: bigint, amount: "decimal(38,24)", note: varchar(64)}
         target: shop.orders         # mirror name (default: the same)
+        expectations:               # Great Expectations rules: warn | drop | fail
+          - {name: amount_positive, expect: between, column: amount, min: 0, action: drop}
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ class Source:
     format: str
     path: str | None = None
     kafka: KafkaSource | None = None
+    freshness: str = "1 hour"  # data-quality: alert when the last event or heartbeat is older
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class TableConfig:
     key: tuple[str, ...] = ()
     columns: Mapping[str, str] = field(default_factory=dict)
     target: str | None = None
+    expectations: tuple = ()  # pipelines.quality.Rule, validated at load
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ class PipelineConfig:
     max_depth: int = DEFAULT_MAX_DEPTH
     default_table: str | None = None  # for formats whose messages name no table (DebeziumSmt)
     format_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    quality_checks: bool = True  # built-in CDC checks + Data Docs after each gold run
     origin: str = "<config>"
 
     def decode_context(self, format_id: str | None = None) -> DecodeContext:
@@ -125,7 +130,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     root = v.mapping(data, "")
     v.only(root, "", {
         "warehouse", "catalog", "schema", "checkpoints", "trigger", "processing_time", "limits",
-        "sources", "tables", "default_table", "format_options",
+        "sources", "tables", "default_table", "format_options", "quality_checks",
     })
     limits = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits, "limits", {"max_message_bytes", "max_depth"})
@@ -164,6 +169,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         max_depth=v.positive_int(limits.get("max_depth", DEFAULT_MAX_DEPTH), "limits.max_depth"),
         default_table=default_table,
         format_options={k: dict(val or {}) for k, val in format_options.items()},
+        quality_checks=v.boolean(root.get("quality_checks", True), "quality_checks"),
         origin=origin,
     )
 
@@ -191,6 +197,11 @@ class _Validator:
             prefix = f"{where}." if where else ""
             self.fail(f"{prefix}{unknown[0]}", f"unknown field; allowed here: {', '.join(sorted(allowed))}")
 
+    def boolean(self, value: Any, where: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(where, f"must be true or false, got {value!r}")
+        return value
+
     def positive_int(self, value: Any, where: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             self.fail(where, f"must be a positive integer, got {value!r}")
@@ -198,7 +209,7 @@ class _Validator:
 
     def source(self, raw: Any, where: str) -> Source:
         s = self.mapping(raw, where)
-        self.only(s, where, {"name", "format", "path", "kafka"})
+        self.only(s, where, {"name", "format", "path", "kafka", "freshness"})
         name = s.get("name")
         if not isinstance(name, str) or not _NAME_RE.match(name):
             self.fail(f"{where}.name", f"must be letters, digits, _ . - (got {name!r})")
@@ -208,7 +219,12 @@ class _Validator:
         if bool(s.get("path")) == bool(s.get("kafka")):
             self.fail(where, "give exactly one of path (landing directory) or kafka")
         kafka = self.kafka(s["kafka"], f"{where}.kafka") if s.get("kafka") else None
-        return Source(name=name, format=fmt, path=str(s["path"]) if s.get("path") else None, kafka=kafka)
+        freshness = str(s.get("freshness", "1 hour"))
+        from pipelines.quality import parse_duration
+
+        parse_duration(freshness, f"{self.origin}: {where}.freshness")
+        return Source(name=name, format=fmt, path=str(s["path"]) if s.get("path") else None, kafka=kafka,
+                      freshness=freshness)
 
     def kafka(self, raw: Any, where: str) -> KafkaSource:
         k = self.mapping(raw, where)
@@ -234,7 +250,7 @@ class _Validator:
 
     def table(self, name: str, raw: Any, where: str) -> TableConfig:
         t = self.mapping(raw or {}, where)
-        self.only(t, where, {"key", "columns", "target"})
+        self.only(t, where, {"key", "columns", "target", "expectations"})
         if "." not in name:
             self.fail(where, "table names are <db>.<table> as the messages name them")
         key = t.get("key") or []
@@ -245,7 +261,10 @@ class _Validator:
         missing = [c for c in key if columns and c not in columns]
         if missing:
             self.fail(f"{where}.key", f"key column {missing[0]!r} is not among the columns")
-        return TableConfig(name=name, key=key, columns=columns, target=t.get("target"))
+        from pipelines.quality import parse_expectations
+
+        rules = tuple(parse_expectations(t.get("expectations"), f"{self.origin}: {where}.expectations"))
+        return TableConfig(name=name, key=key, columns=columns, target=t.get("target"), expectations=rules)
 
 
 def resolve_secret(value: str) -> str:

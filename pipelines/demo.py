@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import shutil
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -44,10 +44,13 @@ STATUSES = ["NEW", "PAID", "SHIPPED", "CANCELLED"]
 
 
 class _Clock:
-    """Source commit time and the OMS storeDataSequence (timestamp + increment) that goes with it."""
+    """Source commit time and the OMS storeDataSequence (timestamp + increment) that goes with it.
 
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 1, 8, 0, 0)
+    Starts an hour before ``start`` (default: now), so freshness checks see recent traffic."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        start = start or datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+        self.now = start - timedelta(hours=1)
         self.increment = 0
 
     def tick(self, rng: random.Random) -> tuple[str, tuple[int, int]]:
@@ -57,14 +60,19 @@ class _Clock:
         return self.now.strftime("%Y-%m-%dT%H:%M:%S") + "Z", (epoch, self.increment % 100000)
 
 
-def generate(changes: int, seed: int) -> dict[str, list[bytes]]:
+def generate(changes: int, seed: int, dq_faults: bool = False) -> dict[str, list[bytes]]:
     """Messages per source, in queue order."""
-    return {source: [value for _key, value in pairs] for source, pairs in generate_keyed(changes, seed).items()}
+    return {source: [value for _key, value in pairs]
+            for source, pairs in generate_keyed(changes, seed, dq_faults).items()}
 
 
-def generate_keyed(changes: int, seed: int) -> dict[str, list[tuple[bytes | None, bytes]]]:
-    """(Kafka key, message) per source in queue order; keyed by table and primary key, as the vendors do."""
+def generate_keyed(changes: int, seed: int, dq_faults: bool = False) -> dict[str, list[tuple[bytes | None, bytes]]]:
+    """(Kafka key, message) per source in queue order; keyed by table and primary key, as the vendors do.
+
+    ``dq_faults`` adds rows that break the demo's expectations (a negative amount, an unknown
+    status, a malformed e-mail), as real sources do."""
     rng = random.Random(seed)
+    fault = (lambda: rng.random() < 0.04) if dq_faults else (lambda: False)
     clock = _Clock()
     oms, canal = get_decoder("oms_default"), get_decoder("oms_canal")
     ctx = DecodeContext()
@@ -103,9 +111,9 @@ def generate_keyed(changes: int, seed: int) -> dict[str, list[tuple[bytes | None
             out["shop_oms"].append((None, oms.encode(Change(op="HEARTBEAT", seq=seq, event_time=event_time), ctx)))
         roll = rng.random()
         if roll < 0.4:
-            _customer_change(rng, customers, altered, clock, emit_oms)
+            _customer_change(rng, customers, altered, clock, emit_oms, fault)
         elif roll < 0.75:
-            _order_change(rng, orders, customers, clock, emit_oms)
+            _order_change(rng, orders, customers, clock, emit_oms, fault)
         else:
             _stock_change(rng, stock, clock, emit_canal)
     # What a broken producer or a bad network hop leaves behind: quarantined, never applied.
@@ -118,7 +126,7 @@ def generate_keyed(changes: int, seed: int) -> dict[str, list[tuple[bytes | None
     return out
 
 
-def _customer_change(rng, customers, altered, clock, emit):
+def _customer_change(rng, customers, altered, clock, emit, fault):
     if customers and rng.random() < 0.55:
         cid = rng.choice(sorted(customers))
         before = dict(customers[cid])
@@ -136,7 +144,8 @@ def _customer_change(rng, customers, altered, clock, emit):
         return
     cid = max(customers, default=0) + 1
     row = {
-        "id": str(cid), "name": rng.choice(NAMES), "email": f"user{cid}@example.com" if rng.random() > 0.1 else None,
+        "id": str(cid), "name": rng.choice(NAMES),
+        "email": f"user{cid}.example.com" if fault() else f"user{cid}@example.com" if rng.random() > 0.1 else None,
         "balance": f"{rng.randint(0, 10**6)}.{rng.randint(0, 10**24 - 1):024d}",
         "avatar": rng.choice(["aGVsbG8gd29ybGQ=", "AAECAwQF/w==", ""]),
         "created_at": clock.now.strftime("%Y-%m-%dT%H:%M:%S.%f"),
@@ -148,7 +157,7 @@ def _customer_change(rng, customers, altered, clock, emit):
     emit("INSERT", CUSTOMERS, ["id"], None, row)
 
 
-def _order_change(rng, orders, customers, clock, emit):
+def _order_change(rng, orders, customers, clock, emit, fault):
     if orders and rng.random() < 0.5:
         oid = rng.choice(sorted(orders))
         before = dict(orders[oid])
@@ -156,13 +165,13 @@ def _order_change(rng, orders, customers, clock, emit):
             del orders[oid]
             emit("DELETE", ORDERS, ["order_id"], before, None)
             return
-        after = {**before, "status": rng.choice(STATUSES)}
+        after = {**before, "status": "LOST" if fault() else rng.choice(STATUSES)}
         orders[oid] = after
         emit("UPDATE", ORDERS, ["order_id"], before, after)
         return
     oid = 2**63 + rng.randint(1, 10**12)  # unsigned BIGINT above the signed range
     row = {"order_id": str(oid), "customer_id": str(rng.choice(sorted(customers)) if customers else 1),
-           "amount": f"{rng.randint(1, 99999)}.{rng.randint(0, 99):02d}", "status": "NEW",
+           "amount": f"{'-' if fault() else ''}{rng.randint(1, 99999)}.{rng.randint(0, 99):02d}", "status": "NEW",
            "placed_at": clock.now.strftime("%Y-%m-%dT%H:%M:%S")}
     orders[oid] = row
     emit("INSERT", ORDERS, ["order_id"], None, row)
@@ -189,10 +198,22 @@ def _stock_change(rng, stock, clock, emit):
 
 
 SOURCES = {"shop_oms": "oms_default", "inventory_canal": "oms_canal"}
+#: What the shop's analysts expect; broken rows in the traffic make the first two visible.
+EXPECTATIONS = {
+    f"demo_tenant.{ORDERS}": [
+        {"name": "amount_positive", "expect": "between", "column": "amount", "min": 0, "action": "drop"},
+        {"name": "status_known", "expect": "in_set", "column": "status", "values": STATUSES, "action": "warn"},
+    ],
+    f"demo_tenant.{CUSTOMERS}": [
+        {"name": "email_shape", "expect": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$", "action": "warn"},
+    ],
+}
 
 
-def demo_config(workdir: Path, bootstrap: str | None = None, topics: dict[str, str] | None = None) -> dict:
-    """The demo's pipeline YAML: landing directories, or Kafka topics when ``bootstrap`` is given."""
+def demo_config(workdir: Path, bootstrap: str | None = None, topics: dict[str, str] | None = None,
+                quality: bool = True) -> dict:
+    """The demo's pipeline YAML: landing directories, or Kafka topics when ``bootstrap`` is given.
+    ``quality=False`` leaves out expectations and the built-in checks (fast tests)."""
     def where(source: str) -> dict:
         if bootstrap:
             return {"kafka": {"bootstrap_servers": bootstrap, "topics": [(topics or {}).get(source, source)]}}
@@ -201,7 +222,10 @@ def demo_config(workdir: Path, bootstrap: str | None = None, topics: dict[str, s
     return {
         "warehouse": str(workdir / "warehouse"),
         "sources": [{"name": name, "format": fmt, **where(name)} for name, fmt in SOURCES.items()],
-        "tables": {name: {"key": KEYS[name], "columns": types} for name, types in TABLE_TYPES.items()},
+        "tables": {name: {"key": KEYS[name], "columns": types, **({"expectations": EXPECTATIONS[name]}
+                                                                     if quality and name in EXPECTATIONS else {})}
+                   for name, types in TABLE_TYPES.items()},
+        "quality_checks": quality,
     }
 
 
@@ -237,7 +261,7 @@ def run_demo(workdir: Path, changes: int = 400, seed: int = 7, progress: Callabl
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    keyed = generate_keyed(changes, seed)
+    keyed = generate_keyed(changes, seed, dq_faults=True)
     broker = None
     if kafka:
         from pipelines.kafka import LocalBroker
@@ -286,5 +310,11 @@ def _print_summary(spark, cfg, summary, conf_path: Path) -> None:
     print("  mirror rows")
     for name, ref in sorted(mirror_refs(spark, wh).items()):
         print(f"    {name:28} {ref.read(spark).count():>6}   {ref.path}")
+    if summary.data_docs:
+        from pipelines.quality import report
+
+        print("\ndata quality")
+        print(report(spark, wh))
+        print(f"  Data Docs: {summary.data_docs}\n  chart: lakecdc dq report --warehouse {wh.root}")
     print(f"\nwarehouse: {wh.root}\nconfiguration: {conf_path}\n"
           f"see the rows: lakecdc export --warehouse {wh.root} --table demo_tenant.shop.orders")

@@ -88,7 +88,7 @@ def expected_value(text: str | None, source_type: str | None):
 
     Lets tests and the simulator compare a mirror with the reference model value for value.
     """
-    from decimal import Decimal
+    from decimal import Context, Decimal, localcontext
 
     from pipelines.values import parse_type, spark_type
 
@@ -106,7 +106,8 @@ def expected_value(text: str | None, source_type: str | None):
             n = int(text)
             return n if INT64_MIN <= n <= INT64_MAX else text
         scale = (parse_type(source_type or "")[1] + [0, 0])[1]
-        return str(Decimal(text).quantize(Decimal(1).scaleb(-scale)))
+        with localcontext(Context(prec=100)):
+            return str(Decimal(text).quantize(Decimal(1).scaleb(-scale)))
     return text
 
 

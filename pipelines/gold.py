@@ -38,6 +38,7 @@ LINEAGE_DDL = (
 LINEAGE_COLUMNS = tuple(name for name, _ in LINEAGE_DDL)
 SOURCE_TYPE_PREFIX = "source type: "
 ORD_SEPARATOR = "\u0001"
+TRUNCATED_SEQ_PROPERTY = "lakecdc.truncated_seq"
 
 
 @dataclass
@@ -220,6 +221,7 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
         log.warning("gold: %s: %d changes quarantined (values that do not fit the mirror)", source_table,
                     stats.quarantined)
     good = checked.where("reason IS NULL")
+    good = _batch_expectations(spark, tc, mirror_name, good, columns, wh, app_id, batch_id, stats)
 
     # --- key per change; a key change also deletes the old key -----------------------------
     def key_struct(image_sql: str) -> str:
@@ -235,18 +237,28 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
     # an empty sequence (full-load rows) sorts before any incremental change.
     ordered = ordered.withColumn("ord", F.concat_ws(
         ORD_SEPARATOR, "seq", "queue_pos", F.lpad(F.col("change_index").cast("string"), 6, "0"), F.lit("1")))
+    ordered = ordered.withColumn("moved_from", F.lit(False))
     moved = (ordered.where("old_k IS NOT NULL AND NOT (old_k <=> k)")
-             .withColumn("k", F.col("old_k")).withColumn("op", F.lit("DELETE"))
+             .withColumn("k", F.col("old_k")).withColumn("op", F.lit("DELETE")).withColumn("moved_from", F.lit(True))
              .withColumn("ord", F.expr("concat(substr(ord, 1, length(ord) - 1), '0')")))
     rows = ordered.unionByName(moved)
 
     # --- truncate: drop what came before it, empty the mirror as of its sequence ------------
+    # The truncate's sequence is kept as a table property, so a late change older than it
+    # (in a later batch) is stale too.
+    truncated_seq = table_properties(spark, ref).get(TRUNCATED_SEQ_PROPERTY, "")
     truncates = rows.where("op = 'TRUNCATE'").agg(F.max("ord").alias("ord"), F.max("seq").alias("seq")).first()
     if truncates and truncates["ord"] is not None:
         rows = rows.where(F.col("ord") > F.lit(truncates["ord"]))
         with idempotent_dml(spark, f"{app_id}-t-{mirror_name}", batch_id):
             ref.delta(spark).delete(F.col("_seq") <= F.lit(truncates["seq"]))
+        if truncates["seq"] > truncated_seq:
+            truncated_seq = truncates["seq"]
+            spark.sql(f"ALTER TABLE {ref.sql} SET TBLPROPERTIES ('{TRUNCATED_SEQ_PROPERTY}' = {_lit(truncated_seq)})")
     rows = rows.where("op != 'TRUNCATE'")
+    if truncated_seq:
+        stats.stale += rows.where(F.col("seq") < F.lit(truncated_seq)).count()
+        rows = rows.where(F.col("seq") >= F.lit(truncated_seq))
 
     # --- stale filter against mirror and tombstones -----------------------------------------
     key_cols_sql = ", ".join(q(k) for k in key)
@@ -257,12 +269,16 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
                .groupBy("k").agg(F.max("m_seq").alias("m_seq")))
     joined = rows.join(current, on="k", how="left")
     rows = joined.where("m_seq IS NULL OR seq >= m_seq").drop("m_seq").persist()
-    stats.stale = joined.where("m_seq IS NOT NULL AND seq < m_seq").count()
+    stats.stale += joined.where("m_seq IS NOT NULL AND seq < m_seq").count()
 
     # --- fold per key --------------------------------------------------------------------------
     empty_map = "cast(map() AS map<string,string>)"
     folded = rows.groupBy("k").agg(F.collect_list(F.struct(
-        "ord", "op", F.coalesce("after", F.expr(empty_map)).alias("after"),
+        "ord", "op",
+        # A partial UPDATE overlays its columns on its before-image (SharePlex `key`), so a row that
+        # moves to a new key keeps the columns the message does not carry.
+        F.expr(f"CASE WHEN op = 'UPDATE' AND changed IS NOT NULL THEN map_concat(coalesce(before, {empty_map}), "
+               f"coalesce(after, {empty_map})) ELSE coalesce(after, {empty_map}) END").alias("after"),
         F.expr("op = 'UPDATE' AND changed IS NOT NULL").alias("partial"), "seq", "queue_pos", "event_time",
         "source", "format", "bronze_position", "ingest_time")).alias("chs"))
     folded = folded.withColumn("chs", F.expr(
@@ -284,7 +300,7 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
                "last.event_time AS _event_time", "last.source AS _source", "last.format AS _format",
                "last.bronze_position AS _position", "last.ingest_time AS _ingest_time"]
     source_df = folded.selectExpr(*select)
-    stats.applied = rows.count()
+    stats.applied = rows.where(~F.col("moved_from")).count()  # the deletes of moved keys are not changes
 
     # --- merge into the mirror, then the tombstones -----------------------------------------
     on = " AND ".join(f"t.{q(k)} <=> s.k.{q(k)}" for k in key)
@@ -307,11 +323,44 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
          .whenMatchedUpdate(condition="NOT s.live", set=tomb_values)
          .whenNotMatchedInsert(condition="NOT s.live", values=tomb_values)
          .execute())
+    mirror_rules = [r for r in (tc.expectations if tc else ()) if r.scope == "mirror"]
+    if mirror_rules:
+        from pipelines.quality import check_mirror, write_results
+
+        write_results(spark, wh, check_mirror(spark, mirror_name, ref.read(spark), mirror_rules, app_id, batch_id,
+                                              key_cols=key), app_id=f"{app_id}-dqm-{mirror_name}", version=batch_id)
     rows.unpersist()
     checked.unpersist()
     log.info("gold: %s → %s: %d changes applied, %d stale skipped, %d quarantined (key %s)", source_table,
              mirror_name, stats.applied, stats.stale, stats.quarantined, key_cols_sql)
     return stats
+
+
+def _batch_expectations(spark, tc: TableConfig | None, mirror_name: str, good, columns, wh: Warehouse, app_id: str,
+                        batch_id: int, stats: GoldStats):
+    """Run the table's row rules (Great Expectations) on this batch: ``drop`` quarantines exactly the
+    offending changes with the rule's name, ``warn`` records, ``fail`` stops the stream."""
+    rules = [r for r in (tc.expectations if tc else ()) if r.scope == "batch"]
+    if not rules:
+        return good
+    from pyspark.sql import functions as F
+
+    from pipelines.quality import QualityFailure, check_batch, typed_changes, write_results
+    from pipelines.silver import append_idempotent, quarantine_frame
+
+    try:
+        quality = check_batch(spark, mirror_name, typed_changes(good, columns), rules, app_id, batch_id)
+    except QualityFailure as failure:
+        write_results(spark, wh, failure.results, app_id=f"{app_id}-dq-{mirror_name}", version=batch_id)
+        raise
+    write_results(spark, wh, quality.results, app_id=f"{app_id}-dq-{mirror_name}", version=batch_id)
+    keep, bad = quality.split(good)
+    if bad is not None:
+        append_idempotent(quarantine_frame(bad.withColumn("stage", F.lit("gold"))), wh.silver("quarantine"),
+                          f"{app_id}-qdq-{mirror_name}", batch_id)
+        stats.quarantined += quality.dropped_count
+        log.warning("gold: %s: %d changes quarantined by expectations", mirror_name, quality.dropped_count)
+    return keep
 
 
 def _lit(text: str) -> str:

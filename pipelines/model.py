@@ -66,21 +66,24 @@ def _key_of(image: Row | None, key_cols: tuple[str, ...]) -> tuple | None:
 
 
 def _apply_keyed(rows: dict[tuple, Row], key_cols: tuple[str, ...], ch: Change) -> None:
-    new_key = _key_of(ch.after, key_cols)
     old_key = _key_of(ch.before, key_cols)
     if ch.op == "DELETE":
-        rows.pop(old_key if old_key is not None else new_key, None)
+        rows.pop(old_key if old_key is not None else _key_of(ch.after, key_cols), None)
         return
     if ch.op in ("INSERT", "SNAPSHOT"):
-        rows[new_key] = dict(ch.after or {})
+        rows[_key_of(ch.after, key_cols)] = dict(ch.after or {})
         return
-    # UPDATE: a full image (changed is None) replaces the row; a partial one overlays the
-    # columns it carries on the current row. A key change moves the row.
-    base = rows.pop(old_key, None) if old_key is not None and old_key != new_key else None
-    if base is None:
-        base = rows.get(new_key if new_key is not None else old_key, {})
-    target = new_key if new_key is not None else old_key
-    rows[target] = dict(ch.after or {}) if ch.changed is None else {**base, **(ch.after or {})}
+    # UPDATE: the new key is the before-image overlaid with the after-image (a partial image may
+    # carry only the key column that changed). A full image (changed is None) replaces the row;
+    # a partial one overlays its columns on the current row, or on the before-image when the
+    # mirror does not hold the row. A key change moves the row.
+    new_key = _key_of({**(ch.before or {}), **(ch.after or {})}, key_cols)
+    current = rows.pop(old_key, None) if old_key is not None and old_key != new_key else rows.get(new_key)
+    if ch.changed is None:
+        rows[new_key] = dict(ch.after or {})
+    else:
+        base = current if current is not None else dict(ch.before or {})
+        rows[new_key] = {**base, **(ch.after or {})}
 
 
 def _apply_keyless(rows: list[Row], ch: Change) -> None:

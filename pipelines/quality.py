@@ -44,6 +44,7 @@ import os
 import re
 import threading
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -289,6 +290,19 @@ class _GX:
         return result
 
 
+@contextmanager
+def _cached(df):
+    """Persist ``df`` for the validation unless the caller already did (then leave it cached)."""
+    if df.is_cached:
+        yield df
+        return
+    df = df.persist()
+    try:
+        yield df
+    finally:
+        df.unpersist()
+
+
 def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
@@ -465,13 +479,10 @@ def check_batch(spark, table: str, typed, rules: Sequence[Rule], run_id: str, ba
                 cond.append(f"(_carried IS NULL OR array_contains(_carried, {_sql_lit(r.column)}))")
             exps.append(_expectation_for(r, " AND ".join(cond) or None))
         has_drop = any(r.action == "drop" for r in runnable)
-        typed = typed.persist()
-        try:
-            res = _GX.get().validate(table, f"{_asset(table)}.batch", exps, typed,
+        with _cached(typed) as frame:  # GE computes several metrics over the same frame
+            res = _GX.get().validate(table, f"{_asset(table)}.batch", exps, frame,
                                      result_format="COMPLETE" if has_drop else "SUMMARY",
                                      index_columns=index_cols, run_name=f"{run_id}-b{batch_id}", table=table)
-        finally:
-            typed.unpersist()
         out.validation = res
         by_name = {r.name: r for r in runnable}
         dropped: dict[tuple, dict] = {}
@@ -674,11 +685,8 @@ def cdc_checks(spark, table: str, mirror_df, key_cols: Sequence[str], batch_chan
                       E.ExpectColumnValuesToBeUnique(column=key_cols[0]) if len(key_cols) == 1
                       else E.ExpectCompoundColumnsToBeUnique(column_list=key_cols)))
     if items:
-        mirror_df = mirror_df.persist()
-        try:
-            run("cdc_mirror", mirror_df, items, index_columns=key_cols + ["_seq"])
-        finally:
-            mirror_df.unpersist()
+        with _cached(mirror_df) as frame:
+            run("cdc_mirror", frame, items, index_columns=key_cols + ["_seq"])
 
     # 2. sequence never backwards / 3. UPDATE-DELETE find the row they expect (against the mirror before)
     want_seq, want_drift = "seq_not_backwards" in checks, "source_drift" in checks
@@ -691,11 +699,8 @@ def cdc_checks(spark, table: str, mirror_df, key_cols: Sequence[str], batch_chan
         if want_drift:
             items.append(("cdc_source_drift", "warn", E.ExpectColumnValuesToBeInSet(
                 column="row_matches", value_set=[True], row_condition="check_drift", condition_parser="spark")))
-        probe = probe.persist()
-        try:
-            run("cdc_changes", probe, items, index_columns=["bronze_position", "change_index", "op", "drift"])
-        finally:
-            probe.unpersist()
+        with _cached(probe) as frame:
+            run("cdc_changes", frame, items, index_columns=["bronze_position", "change_index", "op", "drift"])
 
     # 4. freshness: newest event time or heartbeat per source vs now
     if "freshness" in checks:
@@ -717,10 +722,10 @@ def cdc_checks(spark, table: str, mirror_df, key_cols: Sequence[str], batch_chan
     return rows
 
 
-def _key_struct_sql(image: str, key_cols: Sequence[str], columns: Mapping[str, str | None]) -> list[str]:
-    from pipelines.gold import convert_expr
-
-    return [f"{convert_expr(f'({image})[{_sql_lit(k)}]', columns.get(k))} AS `k_{i}`" for i, k in enumerate(key_cols)]
+def _key_text(k: str) -> str:
+    lit = _sql_lit(k)
+    return (f"(CASE WHEN op IN ('UPDATE', 'DELETE') THEN coalesce(before[{lit}], after[{lit}]) "
+            f"ELSE coalesce(after[{lit}], before[{lit}]) END)")
 
 
 def _change_probe(changes, before_df, key_cols, columns):
@@ -733,9 +738,7 @@ def _change_probe(changes, before_df, key_cols, columns):
 
     ch = changes.where("op IN ('INSERT', 'UPDATE', 'DELETE', 'SNAPSHOT')")
     # the row an UPDATE/DELETE expects lives at the before-image's key (a key change moves it)
-    image = ("CASE WHEN op IN ('UPDATE', 'DELETE') AND before IS NOT NULL THEN map_concat(coalesce(after, map()), "
-             "before) WHEN op = 'DELETE' THEN coalesce(before, after) ELSE coalesce(after, before) END")
-    ks = _key_struct_sql(image, key_cols, columns)
+    ks = [f"{convert_expr(_key_text(k), columns.get(k))} AS `k_{i}`" for i, k in enumerate(key_cols)]
     compare = [c for c in before_df.columns if c in columns and c not in key_cols and c not in _LINEAGE]
     ch = ch.selectExpr("*", *ks)
     ch = ch.withColumn("ord", F.concat_ws("|", "seq", "queue_pos",
@@ -913,7 +916,7 @@ def build_data_docs(results: Iterable | None = None, out_dir: str | os.PathLike 
         fctx.add_data_docs_site(site_name="lakecdc", site_config=site)
     elif sites["lakecdc"].get("store_backend", {}).get("base_directory") != str(out):
         fctx.update_data_docs_site(site_name="lakecdc", site_config=site)
-    for i, (table, run_name, res) in enumerate(items):
+    for table, run_name, res in items:
         rid = res.meta.get("run_id")
         if not isinstance(rid, RunIdentifier):
             rid = RunIdentifier(run_name=run_name or "lakecdc", run_time=_now())
@@ -921,7 +924,7 @@ def build_data_docs(results: Iterable | None = None, out_dir: str | os.PathLike 
         key = ValidationResultIdentifier(
             expectation_suite_identifier=ExpectationSuiteIdentifier(name=res.suite_name),
             run_id=rid,
-            batch_identifier=f"{_asset(table or 'table')}-{i}")
+            batch_identifier=_asset(table or "table"))
         fctx.validation_results_store.set(key, res)
     urls = fctx.build_data_docs(site_names=["lakecdc"])
     index = out / "index.html"

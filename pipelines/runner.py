@@ -23,6 +23,9 @@ class RunSummary:
     applied: int = 0
     stale: int = 0
     gold_quarantined: int = 0
+    dq_results: int = 0
+    dq_failed: int = 0
+    data_docs: str | None = None
 
 
 def run_pipeline(spark, cfg: PipelineConfig, stages: tuple[str, ...] = STAGES, available_now: bool = True,
@@ -47,8 +50,7 @@ def run_pipeline(spark, cfg: PipelineConfig, stages: tuple[str, ...] = STAGES, a
             began = time.monotonic()
             progress(f"{stage}: running until caught up ...")
             for query in starters[stage]():
-                query.awaitTermination()
-                _raise_if_failed(query)
+                _await(query)
             summary.seconds[stage] = round(time.monotonic() - began, 1)
             summary.stages.append(stage)
             progress(f"{stage}: done in {summary.seconds[stage]} s")
@@ -74,7 +76,44 @@ def run_pipeline(spark, cfg: PipelineConfig, stages: tuple[str, ...] = STAGES, a
             _raise_if_failed(q)
         summary.stages = ordered
     summary.applied, summary.stale, summary.gold_quarantined = gold_stats.applied, gold_stats.stale, gold_stats.quarantined
+    if "gold" in ordered and cfg.quality_checks and wh.catalog is None:
+        progress("data quality: built-in CDC checks on every mirror ...")
+        run_cdc_checks(spark, cfg, wh, summary)
+        progress(f"data quality: {summary.dq_results} checks, {summary.dq_failed} failed; report {summary.data_docs}")
     return summary
+
+
+def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummary) -> None:
+    """The checks every mirror gets without configuration (key not NULL, key unique, freshness per
+    source), recorded in ``dq_results`` and rendered as Great Expectations Data Docs."""
+    import uuid
+
+    from pipelines.export import mirror_refs
+    from pipelines.gold import table_properties
+    from pipelines.quality import build_data_docs, cdc_checks, write_results
+
+    run_id = f"run-{uuid.uuid4().hex[:12]}"
+    heartbeats = wh.silver("heartbeats").read(spark)
+    thresholds = {s.name: s.freshness for s in cfg.sources}
+    rows: list[dict] = []
+    for name, ref in sorted(mirror_refs(spark, wh).items()):
+        key = [k for k in table_properties(spark, ref).get("lakecdc.key", "").split(",") if k]
+        rows += cdc_checks(spark, name, ref.read(spark), key, run_id=run_id, heartbeats_df=heartbeats,
+                           freshness_threshold=thresholds, checks=("key_not_null", "key_unique", "freshness"))
+    summary.dq_results = write_results(spark, wh, rows)
+    summary.dq_failed = sum(1 for r in rows if r.get("success") is False)
+    summary.data_docs = build_data_docs(warehouse=wh)
+
+
+def _await(query) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as exc:
+        raise RuntimeError(f"stream {query.name} failed: {exc.getMessage() if hasattr(exc, 'getMessage') else exc}") \
+            from None
+    _raise_if_failed(query)
 
 
 def _raise_if_failed(query) -> None:

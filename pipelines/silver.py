@@ -114,7 +114,7 @@ def make_decode_batches(contexts: dict[str, DecodeContext], default_ctx: DecodeC
 
 def decode_frame(df, cfg: PipelineConfig):
     """Bronze DataFrame (batch or stream) → decoded silver rows of all four kinds."""
-    formats = {s.format for s in cfg.sources} | {"auto"}
+    formats = {s.format for s in cfg.sources} | set(cfg.format_options) | {"auto"}
     contexts = {fmt: cfg.decode_context(fmt) for fmt in formats}
     return df.select(*_BRONZE_COLUMNS).mapInArrow(make_decode_batches(contexts, cfg.decode_context()), DECODED_DDL)
 

@@ -40,7 +40,7 @@ import json
 import random
 import time
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -491,25 +491,17 @@ def generate_history(format_id: str, seed: int, n_changes: int = 40, n_tables: i
 
 
 def truth_safe_options(format_id: str) -> dict[str, bool]:
-    """generate_history options that keep a history clear of MODEL_GAPS (for truth checks)."""
-    caps = CAPABILITIES[format_id]
-    return {"composite_keys": caps.partial != "always",
-            "initial_rows": not (caps.partial is not None and caps.key_change)}
+    """generate_history options for the checks against the source tables: every kind of history,
+    now that MODEL_GAPS is empty (kept so callers state the intent)."""
+    if format_id not in CAPABILITIES:
+        raise KeyError(f"no simulator capabilities for format {format_id!r}")
+    return {"composite_keys": True, "initial_rows": True}
 
 
-#: Where MirrorModel itself (not delivery) departs from the source tables; the truth checks
-#: avoid these histories and tests/unit/test_simulator_model.py pins each as a strict xfail.
-MODEL_GAPS = {
-    "partial_composite_key_change": (
-        "a partial UPDATE (SharePlex) that changes one column of a composite key carries only that "
-        "column, so MirrorModel computes no new key from the after-image and leaves the row under its "
-        "old key; it should take the key of before overlaid with after (as gold's map_concat does)"),
-    "partial_update_without_base": (
-        "a partial UPDATE of a row the mirror does not hold (a row that existed before the stream and "
-        "that the full load missed because the update moved it behind the scan) is overlaid on nothing: "
-        "the columns it does not carry are lost. The before-image (SharePlex `key`, Avro beforeImages) "
-        "is the row just before the change and should be the base when there is no current row"),
-}
+#: Where MirrorModel itself (not delivery) departs from the source tables. Empty since the model
+#: takes a partial UPDATE's new key from before overlaid with after, and falls back to the
+#: before-image when it does not hold the row (both pinned in tests/unit/test_simulator_model.py).
+MODEL_GAPS: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------- delivery

@@ -33,7 +33,7 @@ def _expected(keyed: dict, cfg) -> dict:
 
 
 def _conf(tmp_path, bootstrap, topics, **extra):
-    conf = {**demo_config(tmp_path, bootstrap, topics), **extra}
+    conf = {**demo_config(tmp_path, bootstrap, topics, quality=False), **extra}
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(conf))
     return load_config(path)

@@ -165,7 +165,7 @@ def test_a_stage_killed_mid_run_resumes_without_duplicates_or_holes(spark, tmp_p
     work = tmp_path / "killed"
     messages = generate(160, seed=11)
     write_landing(work, messages, files_per_source=6)
-    conf = demo_config(work)
+    conf = demo_config(work, quality=False)
     conf["tables"]["demo_tenant.shop.customers"]["columns"].pop("tier", None)  # learnt from messages instead
     conf_path = work / "pipeline.yaml"
     conf_path.write_text(yaml.safe_dump(conf))

@@ -42,7 +42,8 @@ def test_every_format_with_an_encoder_has_capabilities():
 @PROPERTY
 @given(seed=st.integers(0, 10**6), partitions=st.integers(1, 4), n_changes=st.integers(1, 60))
 def test_delivered_order_gives_the_source_order_mirror(format_id, seed, partitions, n_changes):
-    history = generate_history(format_id, seed, n_changes)
+    history = generate_history(format_id, seed, n_changes,
+                               composite_keys=truth_safe_options(format_id)["composite_keys"])
     delivery = deliver(history, seed, partitions=partitions)
     assert len(delivery.messages) == len(history.messages) + delivery.duplicates
     got = model_rows(decode_delivery(history, delivery))
@@ -55,7 +56,6 @@ def test_delivered_order_gives_the_source_order_mirror(format_id, seed, partitio
 @PROPERTY
 @given(seed=st.integers(0, 10**6), n_changes=st.integers(1, 60))
 def test_source_order_mirror_equals_the_source_tables(format_id, seed, n_changes):
-    # Clear of MODEL_GAPS (pinned as strict xfails below) for the partial-image formats.
     history = generate_history(format_id, seed, n_changes, **truth_safe_options(format_id))
     diffs = truth_diffs(history)
     assert diffs == [], f"{format_id} seed {seed}: " + "\n".join(diffs[:10])
@@ -251,21 +251,19 @@ def test_duplicates_are_idempotent():
     assert rows_of(insert, update, partial, update, insert, partial) == [{"id": "1", "v": "z"}]
 
 
-@pytest.mark.xfail(strict=True, reason=MODEL_GAPS["partial_composite_key_change"])
-def test_model_gap_partial_update_changing_one_column_of_a_composite_key():
+def test_partial_update_changing_one_column_of_a_composite_key():
     key = ("id", "k2")
     insert = ch("INSERT", [1], after={"id": "1", "k2": "a", "v": "x"}, key=key)
     # SharePlex: data carries only the changed column (id), key carries the before-image
     move = ch("UPDATE", [2], {"id": "1", "k2": "a", "v": "x"}, {"id": "2"}, changed=("id",), key=key)
     delete = ch("DELETE", [3], before={"id": "2", "k2": "a", "v": "x"}, key=key)
-    assert rows_of(insert, move, delete) == []  # the model keeps {"id": "2", "k2": "a", "v": "x"}
+    assert rows_of(insert, move, delete) == []  # the new key is before overlaid with after
 
 
-@pytest.mark.xfail(strict=True, reason=MODEL_GAPS["partial_update_without_base"])
-def test_model_gap_partial_update_of_a_row_the_mirror_does_not_hold():
+def test_partial_update_of_a_row_the_mirror_does_not_hold_lands_on_its_before_image():
     # row 3 existed before the stream; a SharePlex update moves it to 2 before the full load reaches it
     move = ch("UPDATE", [2], {"id": "3", "v": "x", "w": "kept"}, {"id": "2", "v": "y"}, changed=("id", "v"))
-    assert rows_of(move) == [{"id": "2", "v": "y", "w": "kept"}]  # the model gives {"id": "2", "v": "y"}
+    assert rows_of(move) == [{"id": "2", "v": "y", "w": "kept"}]
 
 
 def test_shareplex_partial_key_change_round_trip_is_exact_with_a_single_key():
