@@ -105,7 +105,7 @@ def expected_value(text: str | None, source_type: str | None):
         if family(source_type) == "uint64":
             n = int(text)
             return n if INT64_MIN <= n <= INT64_MAX else text
-        scale = (parse_type(source_type or "")[1] + [0, 0])[1]
+        scale = (list(parse_type(source_type or "")[1]) + [0, 0])[1]
         with localcontext(Context(prec=100)):
             return str(Decimal(text).quantize(Decimal(1).scaleb(-scale)))
     return text

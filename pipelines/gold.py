@@ -73,7 +73,7 @@ def convert_expr(text_col: str, source_type: str | None) -> str:
         return f"CASE WHEN {text_col} RLIKE '\\\\.[0-9]{{7,}}' THEN NULL ELSE try_cast({text_col} AS {target}) END"
     if target.startswith("DECIMAL"):
         _, args, _ = parse_type(source_type or "")
-        p, s = (args + [0])[:2] if args else (20, 0)
+        p, s = (list(args) + [0])[:2] if args else (20, 0)
         if family(source_type) == "uint64":
             p, s = 20, 0
         whole = p - s

@@ -658,11 +658,12 @@ def landing_lines(history: History, delivery: Delivery) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def pipeline_yaml(history: History, warehouse: str) -> str:
+def pipeline_yaml(history: History, warehouse: str, quality_checks: bool = False) -> str:
     import yaml
 
     doc: dict[str, Any] = {
         "warehouse": warehouse,
+        "quality_checks": quality_checks,
         "sources": [{"name": f"sim_{history.format_id}", "format": history.format_id, "path": warehouse + "/_unused"}],
         "tables": history.config_tables(),
     }

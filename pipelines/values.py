@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from functools import lru_cache
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -61,19 +62,21 @@ _TYPE_RE = re.compile(
 )
 
 
-def parse_type(source_type: str) -> tuple[str, list[int], bool]:
+@lru_cache(maxsize=8192)
+def parse_type(source_type: str) -> tuple[str, tuple[int, ...], bool]:
     """``'DECIMAL(38, 24) UNSIGNED'`` → (``'decimal'``, [38, 24], True). Unknown args are dropped."""
     text = source_type.strip().lower()
     m = _TYPE_RE.match(text)
     if not m:
-        return text, [], False
+        return text, (), False
     base = m.group(1).strip()
     if m.group(4):  # timestamp(6) without time zone → "timestamp without time zone"
         base = f"{base} {m.group(4)}"
-    args = [int(a) for a in (m.group(2) or "").replace(" ", "").split(",") if a.isdigit()]
+    args = tuple(int(a) for a in (m.group(2) or "").replace(" ", "").split(",") if a.isdigit())
     return base, args, "unsigned" in (m.group(3) or "")
 
 
+@lru_cache(maxsize=8192)
 def family(source_type: str | None) -> str:
     """The canonical family of a vendor type name (see the module table)."""
     if not source_type:
@@ -102,6 +105,7 @@ def family(source_type: str | None) -> str:
     return "string"
 
 
+@lru_cache(maxsize=8192)
 def spark_type(source_type: str | None) -> str:
     """The Delta column type (Spark SQL DDL) for a vendor type; see the module table."""
     fam = family(source_type)

@@ -367,7 +367,7 @@ def _avro_value(value: str | None, col_type: str | None) -> Any:
     if fam in ("int", "uint64"):
         return (NS + "Integer", {"precision": 8, "value": value})
     if fam == "decimal":
-        p, s = (args + [0, 0])[:2] if args else (0, 0)
+        p, s = (list(args) + [0, 0])[:2] if args else (0, 0)
         return (NS + "Decimal", {"value": value, "precision": p, "scale": s})
     if fam == "float":
         return (NS + "Float", {"value": float(value), "precision": 0, "scale": 0})

@@ -89,3 +89,48 @@ def test_a_recreated_topic_fails_loudly_by_default(kafka_broker, spark, tmp_path
     kafka_broker.produce(topics["shop_oms"], keyed["shop_oms"][:2])
     with pytest.raises(RuntimeError, match="(?i)data loss|offset.*changed|missed|failOnDataLoss"):
         run_pipeline(spark, cfg, stages=("bronze",))
+
+
+def test_broker_restart_while_the_pipeline_runs_loses_nothing(spark, tmp_path):
+    """Stop and start the broker under a continuous pipeline: it recovers (the Kafka client retries),
+    or fails with a clear error and then resumes from its checkpoint; either way nothing is lost."""
+    import threading
+    import time
+
+    from pipelines.kafka import LocalBroker, free_port
+
+    port, controller_port = free_port(), free_port()
+    broker = LocalBroker(data_dir=tmp_path / "kafka", port=port, controller_port=controller_port, fresh=True).start()
+    try:
+        keyed = generate_keyed(80, seed=13)
+        topics = {source: source for source in keyed}
+        first = {s: pairs[: len(pairs) // 2] for s, pairs in keyed.items()}
+        rest = {s: pairs[len(pairs) // 2:] for s, pairs in keyed.items()}
+        cfg = _conf(tmp_path, broker.bootstrap, topics, trigger="continuous", processing_time="2 seconds")
+        produce_to_kafka(broker.bootstrap, first, topics)
+        outcome: dict = {}
+
+        def run():
+            try:
+                run_pipeline(spark, cfg, available_now=False, stop_after=60)
+                outcome["ok"] = True
+            except Exception as exc:  # noqa: BLE001 - a clear error is one of the two accepted outcomes
+                outcome["error"] = str(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        time.sleep(20)
+        broker.stop()
+        time.sleep(5)
+        broker = LocalBroker(data_dir=tmp_path / "kafka", port=port, controller_port=controller_port).start()
+        produce_to_kafka(broker.bootstrap, rest, topics)
+        worker.join(timeout=240)
+        assert not worker.is_alive()
+        if "error" in outcome:
+            assert "stream" in outcome["error"] and "failed" in outcome["error"]
+        run_pipeline(spark, cfg)  # resume until caught up
+        wh = Warehouse.from_config(cfg)
+        assert export_warehouse(spark, wh) == _expected(keyed, cfg)
+        assert reconcile(spark, wh)["bronze_messages"] == sum(map(len, keyed.values()))
+    finally:
+        broker.stop()

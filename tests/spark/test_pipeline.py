@@ -28,6 +28,7 @@ OMS_TYPES = {
     "timestamp_in_long": "timestamp(6)",
 }
 OMS_CONF = {
+    "quality_checks": False,
     "sources": [{"name": "unused", "format": "oms_default", "path": "/nonexistent"}],
     "tables": {
         "tenant.database.table": {"key": ["int8", "int16"], "columns": OMS_TYPES},
