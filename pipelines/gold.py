@@ -303,6 +303,9 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
     stats.applied = rows.where(~F.col("moved_from")).count()  # the deletes of moved keys are not changes
 
     # --- merge into the mirror, then the tombstones -----------------------------------------
+    from pipelines.quality import current_version
+
+    version_before = current_version(spark, ref) if cfg.quality_checks else None
     on = " AND ".join(f"t.{q(k)} <=> s.k.{q(k)}" for k in key)
     update_set = {q(c): f"CASE WHEN s.p{i} THEN s.v{i} ELSE t.{q(c)} END" for i, c in enumerate(data_cols)}
     update_set.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
@@ -323,6 +326,8 @@ def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Ware
          .whenMatchedUpdate(condition="NOT s.live", set=tomb_values)
          .whenNotMatchedInsert(condition="NOT s.live", values=tomb_values)
          .execute())
+    if version_before is not None:
+        _cdc_batch_checks(spark, mirror_name, ref, key, good, columns, version_before, wh, app_id, batch_id)
     mirror_rules = [r for r in (tc.expectations if tc else ()) if r.scope == "mirror"]
     if mirror_rules:
         from pipelines.quality import check_mirror, write_results
@@ -361,6 +366,18 @@ def _batch_expectations(spark, tc: TableConfig | None, mirror_name: str, good, c
         stats.quarantined += quality.dropped_count
         log.warning("gold: %s: %d changes quarantined by expectations", mirror_name, quality.dropped_count)
     return keep
+
+
+def _cdc_batch_checks(spark, mirror_name: str, ref: TableRef, key, changes, columns, version_before: int,
+                      wh: Warehouse, app_id: str, batch_id: int) -> None:
+    """Built-in checks that need the mirror as it was before this batch: sequences never go
+    backwards for a key, and UPDATE/DELETE before-images match the mirror's row (else: drift)."""
+    from pipelines.quality import cdc_checks, read_version, write_results
+
+    rows = cdc_checks(spark, mirror_name, ref.read(spark), list(key), changes, run_id=app_id, batch_id=batch_id,
+                      mirror_before_df=read_version(spark, ref, version_before), columns=columns,
+                      checks=("seq_not_backwards", "source_drift"))
+    write_results(spark, wh, rows, app_id=f"{app_id}-dqc-{mirror_name}", version=batch_id)
 
 
 def _lit(text: str) -> str:

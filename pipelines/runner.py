@@ -84,9 +84,13 @@ def run_pipeline(spark, cfg: PipelineConfig, stages: tuple[str, ...] = STAGES, a
 
 
 def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummary) -> None:
-    """The checks every mirror gets without configuration (key not NULL, key unique, freshness per
-    source), recorded in ``dq_results`` and rendered as Great Expectations Data Docs."""
+    """The checks every mirror gets without configuration, after each run: key not NULL, key unique,
+    freshness per source, and (while a mirror holds only full-load rows) reconciliation of its row
+    count and checksum with the full load. Gold checks sequences and drift on every batch. All are
+    recorded in ``dq_results`` and rendered as Great Expectations Data Docs."""
     import uuid
+
+    from pyspark.sql import functions as F
 
     from pipelines.export import mirror_refs
     from pipelines.gold import table_properties
@@ -96,10 +100,25 @@ def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummar
     heartbeats = wh.silver("heartbeats").read(spark)
     thresholds = {s.name: s.freshness for s in cfg.sources}
     rows: list[dict] = []
+    changes = wh.silver("changes").read(spark)
     for name, ref in sorted(mirror_refs(spark, wh).items()):
-        key = [k for k in table_properties(spark, ref).get("lakecdc.key", "").split(",") if k]
-        rows += cdc_checks(spark, name, ref.read(spark), key, run_id=run_id, heartbeats_df=heartbeats,
-                           freshness_threshold=thresholds, checks=("key_not_null", "key_unique", "freshness"))
+        props = table_properties(spark, ref)
+        key = [k for k in props.get("lakecdc.key", "").split(",") if k]
+        mirror = ref.read(spark)
+        checks = ["key_not_null", "key_unique", "freshness"]
+        snapshot = None
+        if mirror.where("_op != 'SNAPSHOT'").limit(1).count() == 0:
+            # the mirror holds only full-load rows: reconcile it with what the full load delivered
+            source_table = props.get("lakecdc.source_table", name)
+            snapshot = changes.where("op = 'SNAPSHOT'").where(
+                F.when(F.col("db").isNotNull(), F.concat_ws(".", "db", "table")).otherwise(F.col("table"))
+                == source_table)
+            if snapshot.limit(1).count():
+                checks.append("reconcile")
+            else:
+                snapshot = None
+        rows += cdc_checks(spark, name, mirror, key, run_id=run_id, heartbeats_df=heartbeats,
+                           freshness_threshold=thresholds, snapshot_df=snapshot, checks=tuple(checks))
     summary.dq_results = write_results(spark, wh, rows)
     summary.dq_failed = sum(1 for r in rows if r.get("success") is False)
     summary.data_docs = build_data_docs(warehouse=wh)

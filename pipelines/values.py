@@ -30,7 +30,7 @@ import base64
 import binascii
 import re
 from functools import lru_cache
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 

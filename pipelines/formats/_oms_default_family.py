@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pipelines.formats._oms_values import convert_image, epoch_field, epoch_seconds_text, to_vendor
+from pipelines.formats._oms_values import convert_image, epoch_field, epoch_seconds_text, text_field, to_vendor
 from pipelines.formats.base import (
     Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, require,
 )
@@ -51,14 +51,6 @@ def join_store_sequence(seq: tuple[int, ...]) -> Num | None:
     return Num(f"{timestamp}{increment:05d}")
 
 
-def text_field(meta: dict[str, Any], name: str) -> str | None:
-    """A metadata field that should be text; numbers and objects give their exact JSON text."""
-    value = meta.get(name)
-    if value is None or isinstance(value, str):
-        return value
-    return dumps_exact(value)
-
-
 class OmsDefaultFamily(JsonDecoder):
     """Base decoder; subclasses override :meth:`message_types` / :meth:`write_types`."""
 
@@ -81,12 +73,7 @@ class OmsDefaultFamily(JsonDecoder):
     # ---------------------------------------------------------------- decode
 
     def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
-        try:
-            return [self._decode(obj, ctx)]
-        except Reject:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise Reject(f"malformed OMS Default message: {exc}") from None
+        return [self._decode(obj, ctx)]
 
     def _decode(self, obj: dict[str, Any], ctx: DecodeContext) -> Change:
         kind = require(obj, "recordType")

@@ -164,3 +164,11 @@ def epoch_seconds_text(instant: str) -> str:
     secs = delta.days * 86400 + delta.seconds
     nanos = secs * 10**9 + int((frac or "0").ljust(9, "0"))
     return format(Decimal(nanos).scaleb(-9).normalize(), "f") if nanos % 10**9 else str(secs)
+
+
+def text_field(meta: dict, name: str) -> str | None:
+    """A metadata field that should be text; numbers and objects give their exact JSON text."""
+    value = meta.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    return dumps_exact(value)

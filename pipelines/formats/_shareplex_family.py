@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pipelines.formats._oms_values import convert_image, to_vendor
+from pipelines.formats._oms_values import convert_image, text_field, to_vendor
 from pipelines.formats.base import (
     Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, require, seq_int,
     split_table,
@@ -28,13 +28,6 @@ from pipelines.formats.base import (
 from pipelines.values import canon_instant
 
 ROWID_COLUMN = "__rowid"
-
-
-def _text(meta: dict[str, Any], name: str) -> str | None:
-    value = meta.get(name)
-    if value is None or isinstance(value, str):
-        return value
-    return dumps_exact(value)
 
 
 class SharePlexFamily(JsonDecoder):
@@ -50,12 +43,7 @@ class SharePlexFamily(JsonDecoder):
     oracle: ClassVar[bool] = False
 
     def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
-        try:
-            return [self._decode(obj, ctx)]
-        except Reject:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise Reject(f"malformed SharePlex message: {exc}") from None
+        return [self._decode(obj, ctx)]
 
     def _decode(self, obj: dict[str, Any], ctx: DecodeContext) -> Change:
         meta = require(obj, "meta", dict)
@@ -65,12 +53,12 @@ class SharePlexFamily(JsonDecoder):
             raise Reject(f"unknown op '{op_text[:40]}'")
         qualified = optional(meta, "table")
         db, table = split_table(qualified) if qualified else (None, None)
-        scn = _text(meta, "scn")
+        scn = text_field(meta, "scn")
         seq: tuple[int, ...] = ()
         if scn and scn.strip().lower() != "null":
             seq = (seq_int(scn, "meta.scn"), seq_int(meta.get("seq") or 0, "meta.seq"))
-        when = _text(meta, "time")
-        common: dict[str, Any] = dict(db=db, table=table, seq=seq, txn=_text(meta, "trans"), detail=op_text,
+        when = text_field(meta, "time")
+        common: dict[str, Any] = dict(db=db, table=table, seq=seq, txn=text_field(meta, "trans"), detail=op_text,
                                       event_time=canon_instant(when) if when else None)
         if op == "HEARTBEAT":
             return Change("HEARTBEAT", **common)
@@ -93,7 +81,7 @@ class SharePlexFamily(JsonDecoder):
             key = optional(obj, "key", dict)
             before = convert_image(key, col_types, "key", oracle=self.oracle) if key is not None else None
         key_columns = ctx.key_columns(db, table)
-        rowid = _text(meta, "rowid")
+        rowid = text_field(meta, "rowid")
         if not key_columns and rowid and not rowid.endswith("-"):
             key_columns = (ROWID_COLUMN,)
             for image in (before, after):

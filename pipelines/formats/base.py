@@ -198,14 +198,23 @@ def _check_depth(text: str, max_depth: int) -> None:
 
 
 class JsonDecoder(Decoder):
-    """Base for text formats: size, UTF-8, exact JSON, top-level object, then ``decode_object``."""
+    """Base for text formats: size, UTF-8, exact JSON, top-level object, then ``decode_object``.
+
+    A message of the wrong shape that trips a lookup inside ``decode_object`` (a list where an
+    object belongs, a missing nested field) is rejected here, naming the format and the error.
+    """
 
     def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:
         self.check_size(raw, ctx)
         obj = loads_exact(raw, ctx.max_depth)
         if not isinstance(obj, dict):
             raise Reject(f"expected a JSON object, got {_json_kind(obj)}")
-        return self.decode_object(obj, ctx)
+        try:
+            return self.decode_object(obj, ctx)
+        except Reject:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as exc:
+            raise Reject(f"malformed {self.format_id} message: {type(exc).__name__}: {exc}") from None
 
     @abstractmethod
     def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:

@@ -47,12 +47,7 @@ class OmsDataWorksDecoder(JsonDecoder):
     )
 
     def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
-        try:
-            return [self._decode(obj, ctx)]
-        except Reject:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise Reject(f"malformed DataWorks message: {exc}") from None
+        return [self._decode(obj, ctx)]
 
     def _decode(self, obj: dict[str, Any], ctx: DecodeContext) -> Change:
         version = _text(obj.get("version"))

@@ -21,7 +21,7 @@ from pipelines.formats import FORMAT_IDS, get_decoder
 from pipelines.formats.base import Change, DecodeContext, Decoder, TableSpec
 from pipelines.model import MirrorModel
 from pipelines.simulator import (
-    CAPABILITIES, MODEL_GAPS, compare, decode_delivery, deliver, encodable_formats, generate_history,
+    CAPABILITIES, compare, decode_delivery, deliver, encodable_formats, generate_history,
     landing_lines, model_rows, pipeline_yaml, soak, truth_diffs, truth_safe_options,
 )
 
