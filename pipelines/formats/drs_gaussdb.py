@@ -54,6 +54,12 @@ def _family(col_type: str | None) -> str:
     return values.family(col_type)
 
 
+def _reported_type(col_type: str) -> str:
+    """PostgreSQL ``bit(n)`` is a bit string ('0101'), not MySQL's Base64 BIT: report it as
+    ``bit(n) as text`` so the mirror keeps it as STRING (values.family reads that as text)."""
+    return f"{col_type} as text" if values.parse_type(col_type)[0] == "bit" else col_type
+
+
 def _pg_instant(text: str) -> str:
     """PostgreSQL timestamptz text: offset may be ``+08`` or ``+05:30``."""
     m = _SHORT_OFFSET.search(text)
@@ -134,7 +140,7 @@ class DrsGaussdbDecoder(JsonDecoder):
         if column_type is not None:
             if not all(_is_text(t) for t in column_type.values()):
                 raise Reject("columnType values should be type names")
-            col_types: dict[str, str] | None = {c: t.lower() for c, t in column_type.items()}
+            col_types: dict[str, str] | None = {c: _reported_type(t.lower()) for c, t in column_type.items()}
         else:
             col_types = {c: t.lower() for c, t in ctx.column_types(db, table).items()} or None
         types = col_types or {}
@@ -179,7 +185,9 @@ class DrsGaussdbDecoder(JsonDecoder):
         elif change.op == "UPDATE" and change.before is not None:
             old = rows(change.before)
         out = {
-            "columnType": change.col_types, "dbType": "GaussDB Primary/Standby", "schema": change.schema,
+            "columnType": {c: t.removesuffix(" as text") for c, t in change.col_types.items()}
+            if change.col_types else change.col_types,
+            "dbType": "GaussDB Primary/Standby", "schema": change.schema,
             "opType": vendor_op, "id": Num(str(change.seq[0])) if change.seq else None,
             "es": Num(_epoch_ms(change.event_time)) if change.event_time else None,
             "ts": None, "database": change.db, "table": change.table, "type": vendor_op,

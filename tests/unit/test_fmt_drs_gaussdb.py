@@ -17,7 +17,7 @@ LINES = FIXTURE.read_bytes().splitlines()
 CTX = DecodeContext()
 TYPES = {"timestamp_column": "timestamp without time zone", "tstzrange_column": "tstzrange",
          "int4range_column": "int4range", "char_column": "character", "jsonb_column": "json",
-         "boolean_column": "boolean", "bit_column": "bit", "smallint_column": "smallint", "bytea_column": "bytea"}
+         "boolean_column": "boolean", "bit_column": "bit as text", "smallint_column": "smallint", "bytea_column": "bytea"}
 RANGE = '("2010-01-01 14:30:00+08","2010-01-01 15:30:00+08")'
 
 
@@ -81,6 +81,7 @@ def _one(pg_type: str, value) -> bytes:
     ("time without time zone", "12:31:49.5", "12:31:49.5"),
     ("integer[]", "{1,2,3}", "{1,2,3}"),
     ("bit varying(8)", "0101", "0101"),
+    ("bit(4)", "0101", "0101"),
     ("money", "$1,000.00", "$1,000.00"),
     ("jsonb", '{"a": [1, 2]}', '{"a": [1, 2]}'),
     ("double precision", "1.2510357E7", "1.2510357E7"),
@@ -156,3 +157,11 @@ def changes(draw):
 @given(changes())
 def test_round_trip(change):
     assert decode(DECODER.encode(change, CTX)) == [change]
+
+
+def test_postgres_bit_strings_become_text_columns_not_binary():
+    from pipelines.values import spark_type
+
+    [c] = decode(_one("bit(4)", "0101"))
+    assert c.col_types == {"c": "bit(4) as text"} and spark_type(c.col_types["c"]) == "STRING"
+    assert spark_type("bit(1)") == "BINARY"  # MySQL/OMS BIT stays bytes (Base64 on the wire)
