@@ -928,7 +928,10 @@ def build_data_docs(results: Iterable | None = None, out_dir: str | os.PathLike 
         fctx.validation_results_store.set(key, res)
     urls = fctx.build_data_docs(site_names=["lakecdc"])
     index = out / "index.html"
-    log.info("quality: Data Docs at %s", urls.get("lakecdc", index))
+    from pipelines.dq_assets import vendor_assets
+
+    vendored = vendor_assets(out)  # render offline too (GE links its CSS/JS from CDNs)
+    log.info("quality: Data Docs at %s (%d assets served locally)", urls.get("lakecdc", index), vendored)
     return str(index)
 
 

@@ -6,6 +6,7 @@ with a fault injected on purpose (must catch exactly that fault).
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -302,7 +303,17 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
                         "--window-size=1280,900", f"file://{html}"], check=True, timeout=120, capture_output=True)
         assert png.exists() and png.stat().st_size > 10000
 
-    # offline the index's result list is drawn by CDN JavaScript; the validation pages are static HTML
+    # The index's result list is drawn by bootstrap-table in the browser, from assets vendored into
+    # the site (no CDN needed): the DOM after its scripts ran must link every validation page.
+    assert "https://unpkg.com" not in html and "static/vendor/" in Path(index).read_text()
+    dom = subprocess.run([str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                          "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                          "--disable-sync", f"--user-data-dir={tmp_path / 'chrome-dom'}", "--virtual-time-budget=5000",
+                          "--dump-dom", f"file://{index}"], check=True, timeout=120, capture_output=True, text=True).stdout
+    rendered = set(re.findall(r'validations/[^"]+?\.html', dom))
+    on_disk = {str(p.relative_to(warehouse / "dq" / "data_docs")) for p in
+               (warehouse / "dq" / "data_docs" / "validations").rglob("*.html")}
+    assert rendered == on_disk and len(rendered) >= 2
     screenshot(Path(index), tmp_path / "docs.png")
     shutil.copy(tmp_path / "docs.png", ROOT / "build" / "dq_screenshot.png")
     screenshot(pages[0], tmp_path / "page.png")
