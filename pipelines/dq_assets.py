@@ -20,8 +20,6 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
 #: CDN URL → (npm package@version, file inside the package, extra folder to copy along).
 ASSETS: dict[str, tuple[str, str, str | None]] = {
     "https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css":
@@ -56,11 +54,10 @@ _LOGO_RE = re.compile(r'<img[^>]+src="https://great-expectations-web-assets[^"]*
 
 
 def cache_dir() -> Path:
-    if os.environ.get("LAKECDC_DQ_ASSETS"):
-        return Path(os.environ["LAKECDC_DQ_ASSETS"])
-    if (_PROJECT_ROOT / "pyproject.toml").exists():
-        return _PROJECT_ROOT / "build" / "dq-assets"
-    return Path.home() / ".cache" / "lakecdc" / "dq-assets"
+    """The npm packages' cache (``$LAKECDC_DQ_ASSETS`` overrides)."""
+    from pipelines.spark import cache_dir as build_cache
+
+    return build_cache("dq-assets", "LAKECDC_DQ_ASSETS")
 
 
 def _package_dir(spec: str, cache: Path) -> Path | None:

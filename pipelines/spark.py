@@ -19,13 +19,19 @@ log = logging.getLogger(__name__)
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def ivy_dir() -> Path:
-    """``$LAKECDC_IVY_DIR``, else ``build/ivy`` in a source checkout, else ``~/.cache/lakecdc/ivy``."""
-    if os.environ.get("LAKECDC_IVY_DIR"):
-        return Path(os.environ["LAKECDC_IVY_DIR"])
+def cache_dir(name: str, env_var: str) -> Path:
+    """Where downloaded build inputs are kept: ``$<env_var>``, else ``build/<name>`` in a source
+    checkout (git-ignored), else ``~/.cache/lakecdc/<name>``."""
+    if os.environ.get(env_var):
+        return Path(os.environ[env_var])
     if (_PROJECT_ROOT / "pyproject.toml").exists():
-        return _PROJECT_ROOT / "build" / "ivy"
-    return Path.home() / ".cache" / "lakecdc" / "ivy"
+        return _PROJECT_ROOT / "build" / name
+    return Path.home() / ".cache" / "lakecdc" / name
+
+
+def ivy_dir() -> Path:
+    """The Ivy cache of the Delta and Kafka jars (``$LAKECDC_IVY_DIR`` overrides)."""
+    return cache_dir("ivy", "LAKECDC_IVY_DIR")
 
 
 #: The Maven Central this project resolves from carries no
