@@ -7,7 +7,7 @@ as ISO-8601 UTC ending in ``Z``, zone-less DATETIME without a zone, TIME as
 """
 from __future__ import annotations
 
-from pipelines.gold import LINEAGE_COLUMNS, export_expr, table_properties
+from pipelines.gold import LINEAGE_COLUMNS, SOURCE_TYPE_PREFIX, export_expr, table_properties
 from pipelines.values import INT64_MAX, INT64_MIN, family
 from pipelines.warehouse import TableRef, Warehouse
 
@@ -47,7 +47,7 @@ def canonical_json_value(text: str | None, spark_type: str, comment: str):
         return int(text)
     if t == "boolean":
         return text == "true"
-    if t.startswith("decimal") and family(comment.removeprefix("source type: ")) == "uint64":
+    if t.startswith("decimal") and family(comment.removeprefix(SOURCE_TYPE_PREFIX)) == "uint64":
         n = int(text)
         return n if INT64_MIN <= n <= INT64_MAX else text
     if t in ("double", "float"):
@@ -86,29 +86,20 @@ def export_warehouse(spark, wh: Warehouse, table: str | None = None, with_system
 def expected_value(text: str | None, source_type: str | None):
     """What ``export`` prints for a canonical value of a column of ``source_type``.
 
-    Lets tests and the simulator compare a mirror with the reference model value for value.
+    Lets tests and the simulator compare a mirror with the reference model value for value: the
+    value as the mirror stores it (a DECIMAL shows its full scale), rendered by
+    :func:`canonical_json_value`, as export renders the mirror itself.
     """
     from decimal import Context, Decimal, localcontext
 
     from pipelines.values import parse_type, spark_type
 
-    if text is None:
-        return None
     target = spark_type(source_type)
-    if target in ("INT", "BIGINT"):
-        return int(text)
-    if target == "BOOLEAN":
-        return text == "true"
-    if target == "DOUBLE":
-        return float(text)
-    if target.startswith("DECIMAL"):
-        if family(source_type) == "uint64":
-            n = int(text)
-            return n if INT64_MIN <= n <= INT64_MAX else text
+    if text is not None and target.startswith("DECIMAL") and family(source_type) != "uint64":
         scale = (list(parse_type(source_type or "")[1]) + [0, 0])[1]
         with localcontext(Context(prec=100)):
-            return str(Decimal(text).quantize(Decimal(1).scaleb(-scale)))
-    return text
+            text = str(Decimal(text).quantize(Decimal(1).scaleb(-scale)))
+    return canonical_json_value(text, target, SOURCE_TYPE_PREFIX + (source_type or ""))
 
 
 def expected_rows(rows: list[dict], column_types: dict[str, str], key: list[str]) -> list[dict]:

@@ -400,19 +400,22 @@ def idempotent_dml(spark, app_id: str, version: int):
 # ---------------------------------------------------------------- the stream
 
 
-def apply_gold_batch(spark, batch_df, batch_id: int, cfg: PipelineConfig, wh: Warehouse, app_id: str) -> GoldStats:
+def source_table_col():
+    """The source table of a silver row as messages name it: ``db.table``, or ``table`` when there
+    is no db (the same name :func:`pipelines.model.table_name` gives)."""
     from pyspark.sql import functions as F
 
+    return F.when(F.col("db").isNotNull(), F.concat_ws(".", "db", "table")).otherwise(F.col("table"))
+
+
+def apply_gold_batch(spark, batch_df, batch_id: int, cfg: PipelineConfig, wh: Warehouse, app_id: str) -> GoldStats:
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # map_concat: later image wins
     total = GoldStats()
     batch_df = batch_df.persist()
     try:
-        names = [r[0] for r in batch_df.select(
-            F.when(F.col("db").isNotNull(), F.concat_ws(".", "db", "table")).otherwise(F.col("table")).alias("n"))
-            .distinct().collect()]
+        names = [r[0] for r in batch_df.select(source_table_col().alias("n")).distinct().collect()]
         for name in sorted(n for n in names if n is not None):
-            part = batch_df.where(
-                F.when(F.col("db").isNotNull(), F.concat_ws(".", "db", "table")).otherwise(F.col("table")) == name)
+            part = batch_df.where(source_table_col() == name)
             total.add(apply_table(spark, part, name, cfg, wh, app_id, batch_id))
     finally:
         batch_df.unpersist()

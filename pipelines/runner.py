@@ -90,10 +90,8 @@ def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummar
     recorded in ``dq_results`` and rendered as Great Expectations Data Docs."""
     import uuid
 
-    from pyspark.sql import functions as F
-
     from pipelines.export import mirror_refs
-    from pipelines.gold import table_properties
+    from pipelines.gold import source_table_col, table_properties
     from pipelines.quality import build_data_docs, cdc_checks, write_results
 
     run_id = f"run-{uuid.uuid4().hex[:12]}"
@@ -110,9 +108,7 @@ def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummar
         if mirror.where("_op != 'SNAPSHOT'").limit(1).count() == 0:
             # the mirror holds only full-load rows: reconcile it with what the full load delivered
             source_table = props.get("lakecdc.source_table", name)
-            snapshot = changes.where("op = 'SNAPSHOT'").where(
-                F.when(F.col("db").isNotNull(), F.concat_ws(".", "db", "table")).otherwise(F.col("table"))
-                == source_table)
+            snapshot = changes.where("op = 'SNAPSHOT'").where(source_table_col() == source_table)
             if snapshot.limit(1).count():
                 checks.append("reconcile")
             else:
