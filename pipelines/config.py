@@ -19,6 +19,7 @@ See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
         key: [id]
         columns: {id: bigint, amount: "decimal(38,24)", note: varchar(64)}
         target: shop.orders         # mirror name (default: the same)
+        schema_changes: fail        # DROP/RENAME/narrowing: fail | quarantine | evolve | ignore
         expectations:               # Great Expectations rules: warn | drop | fail
           - {name: amount_positive, expect: between, column: amount, min: 0, action: drop}
 """
@@ -34,6 +35,7 @@ import yaml
 
 from pipelines.formats import ALL_FORMAT_IDS
 from pipelines.formats.base import DEFAULT_MAX_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DecodeContext, TableSpec
+from pipelines.mirror_schema import DEFAULT_SCHEMA_POLICY, SCHEMA_POLICIES
 
 
 class ConfigError(ValueError):
@@ -76,6 +78,7 @@ class TableConfig:
     columns: Mapping[str, str] = field(default_factory=dict)
     target: str | None = None
     expectations: tuple = ()  # pipelines.quality.Rule, validated at load
+    schema_changes: str | None = None  # DROP/RENAME/narrowing policy; None: the top-level one
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class PipelineConfig:
     default_table: str | None = None  # for formats whose messages name no table (DebeziumSmt)
     format_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     quality_checks: bool = True  # built-in CDC checks + Data Docs after each gold run
+    schema_changes: str = DEFAULT_SCHEMA_POLICY  # see pipelines.mirror_schema
     origin: str = "<config>"
 
     def decode_context(self, format_id: str | None = None) -> DecodeContext:
@@ -130,7 +134,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     root = v.mapping(data, "")
     v.only(root, "", {
         "warehouse", "catalog", "schema", "checkpoints", "trigger", "processing_time", "limits",
-        "sources", "tables", "default_table", "format_options", "quality_checks",
+        "sources", "tables", "default_table", "format_options", "quality_checks", "schema_changes",
     })
     limits = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits, "limits", {"max_message_bytes", "max_depth"})
@@ -170,6 +174,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         default_table=default_table,
         format_options={k: dict(val or {}) for k, val in format_options.items()},
         quality_checks=v.boolean(root.get("quality_checks", True), "quality_checks"),
+        schema_changes=v.schema_policy(root.get("schema_changes", DEFAULT_SCHEMA_POLICY), "schema_changes"),
         origin=origin,
     )
 
@@ -200,6 +205,12 @@ class _Validator:
     def boolean(self, value: Any, where: str) -> bool:
         if not isinstance(value, bool):
             self.fail(where, f"must be true or false, got {value!r}")
+        return value
+
+    def schema_policy(self, value: Any, where: str) -> str:
+        if value not in SCHEMA_POLICIES:
+            self.fail(where, f"must be one of {', '.join(SCHEMA_POLICIES)} (what DROP COLUMN, RENAME and "
+                             f"narrowing do to the mirror), got {value!r}")
         return value
 
     def positive_int(self, value: Any, where: str) -> int:
@@ -250,7 +261,7 @@ class _Validator:
 
     def table(self, name: str, raw: Any, where: str) -> TableConfig:
         t = self.mapping(raw or {}, where)
-        self.only(t, where, {"key", "columns", "target", "expectations"})
+        self.only(t, where, {"key", "columns", "target", "expectations", "schema_changes"})
         if "." not in name:
             self.fail(where, "table names are <db>.<table> as the messages name them")
         key = t.get("key") or []
@@ -264,7 +275,9 @@ class _Validator:
         from pipelines.quality import parse_expectations
 
         rules = tuple(parse_expectations(t.get("expectations"), f"{self.origin}: {where}.expectations"))
-        return TableConfig(name=name, key=key, columns=columns, target=t.get("target"), expectations=rules)
+        policy = self.schema_policy(t["schema_changes"], f"{where}.schema_changes") if "schema_changes" in t else None
+        return TableConfig(name=name, key=key, columns=columns, target=t.get("target"), expectations=rules,
+                           schema_changes=policy)
 
 
 def resolve_secret(value: str) -> str:

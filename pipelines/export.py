@@ -7,7 +7,7 @@ as ISO-8601 UTC ending in ``Z``, zone-less DATETIME without a zone, TIME as
 """
 from __future__ import annotations
 
-from pipelines.gold import LINEAGE_COLUMNS, SOURCE_TYPE_PREFIX, export_expr, table_properties
+from pipelines.gold import SOURCE_TYPE_PREFIX, SYSTEM_COLUMNS, export_expr, table_properties
 from pipelines.values import INT64_MAX, INT64_MIN, family
 from pipelines.warehouse import TableRef, Warehouse
 
@@ -27,7 +27,7 @@ def mirror_refs(spark, wh: Warehouse) -> dict[str, TableRef]:
 def export_table(spark, ref: TableRef, with_system_columns: bool = False) -> list[dict]:
     df = ref.read(spark)
     key = [k for k in table_properties(spark, ref).get("lakecdc.key", "").split(",") if k]
-    fields = [f for f in df.schema.fields if with_system_columns or f.name not in LINEAGE_COLUMNS]
+    fields = [f for f in df.schema.fields if with_system_columns or f.name not in SYSTEM_COLUMNS]
     exprs = [f"{export_expr(f.name, f.dataType.simpleString())} AS `c{i}`" for i, f in enumerate(fields)]
     rows = []
     for r in df.selectExpr(*exprs).collect():

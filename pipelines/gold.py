@@ -1,44 +1,58 @@
 """Gold: apply each micro-batch of silver changes to one mirror Delta table per source table.
 
-For every table a batch touches:
+A micro-batch is profiled once for every table it touches (one Spark job: columns and the types
+messages state, image shapes, keys, truncates). Then, per table, the stages below; the MERGE per
+mirror is Delta's floor (one commit per table), everything else is shared or metadata only.
 
-1. **Shape** – the mirror's columns are the union of what messages carry, typed by
-   configuration first, else by the types messages state (:func:`pipelines.values.spark_type`).
-   New columns are added (older rows read NULL); each column's COMMENT keeps its source type.
-2. **Convert** – canonical text becomes the Delta type. A value that does not fit
+1. **Shape** – :mod:`pipelines.mirror_schema`: the mirror's columns are the union of what
+   messages carry, typed by configuration first, else by the types messages state. ADD COLUMN
+   and Delta-allowed widening evolve the mirror; DROP, RENAME, narrowing and unrelated types
+   follow the table's ``schema_changes`` policy (default ``fail``).
+2. **Check** – canonical text must convert to the Delta type. A value that does not fit
    (overflow, too many decimal places, sub-microsecond time, bad Base64) sends its change to
-   quarantine with the column and value named; it never becomes a silent NULL.
-3. **Order** – by the format's sequence, then the queue position, then the position
-   inside the message. A change older than what the mirror or its tombstones hold for
-   that key is stale and skipped (equal sequence re-applies: that is what makes a
-   retried batch idempotent).
-4. **Fold** – per key, changes are folded in order: INSERT/SNAPSHOT and full-image
-   UPDATEs replace the row, a partial UPDATE (``changed`` set: SharePlex, Mongo ``$set``)
-   overlays only the columns it carries (a column carried as NULL becomes NULL), DELETE
-   removes it. An UPDATE whose before-image has another key also deletes the old key.
-5. **Merge** – one MERGE into the mirror (live rows only) and one into its tombstones,
-   each stamped with Delta ``txnAppId``/``txnVersion`` so a retried batch is applied once.
+   quarantine with the column and value named; it never becomes a silent NULL. So do changes
+   a ``quarantine`` schema policy holds back, and those a ``drop`` expectation rejects.
+3. **Truncate** – empties the mirror as of its sequence; older changes are stale, in this
+   batch and later ones (the sequence is kept as the table property ``lakecdc.truncated_seq``).
+4. **Apply**, for a table with a key (or a vendor row id):
+   order by the format's sequence, then queue position, then place in the message; skip what
+   is older than the mirror or its tombstones hold for that key (an equal sequence re-applies:
+   that is what makes a retried batch idempotent); fold per key (INSERT/SNAPSHOT and full-image
+   UPDATEs replace the row, a partial UPDATE overlays the columns it carries, a column carried
+   as NULL becomes NULL, DELETE removes it, a key change also deletes the old key); one MERGE
+   into the mirror (live rows only) and one into its tombstones.
+   For a table without one: multiset semantics (:func:`apply_multiset`).
+
+Every MERGE and append is stamped with Delta ``txnAppId``/``txnVersion``, so a retried batch
+is applied once.
 """
 from __future__ import annotations
 
+import json
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pipelines.config import PipelineConfig, TableConfig
+from pipelines.mirror_schema import (
+    FULL_IMAGE_SQL, LINEAGE_COLUMNS, LINEAGE_DDL, ROW_ID_COLUMN, SOURCE_TYPE_PREFIX, SYSTEM_COLUMNS, ColumnSighting,
+    ImageShape, MirrorIdentity, MirrorShape, SchemaChangeError, lit, mirror_schema, q, shape_mirror, table_properties,
+)
 from pipelines.values import family, parse_type, spark_type
-from pipelines.warehouse import TableRef, Warehouse, quote_ident
+from pipelines.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
-LINEAGE_DDL = (
-    ("_seq", "STRING"), ("_queue_pos", "STRING"), ("_op", "STRING"), ("_event_time", "TIMESTAMP"),
-    ("_source", "STRING"), ("_format", "STRING"), ("_position", "STRING"), ("_ingest_time", "TIMESTAMP"),
-)
-LINEAGE_COLUMNS = tuple(name for name, _ in LINEAGE_DDL)
-SOURCE_TYPE_PREFIX = "source type: "
+__all__ = [
+    "LINEAGE_COLUMNS", "LINEAGE_DDL", "ROW_ID_COLUMN", "SOURCE_TYPE_PREFIX", "SYSTEM_COLUMNS", "SchemaChangeError",
+    "GoldStats", "apply_gold_batch", "convert_expr", "export_expr", "mirror_schema", "source_table_col",
+    "start_gold", "table_properties",
+]
+
 ORD_SEPARATOR = "\u0001"
 TRUNCATED_SEQ_PROPERTY = "lakecdc.truncated_seq"
+SOURCE_TABLE = "_source_table"
+EMPTY_MAP = "cast(map() AS map<string,string>)"
 
 
 @dataclass
@@ -53,10 +67,6 @@ class GoldStats:
         self.stale += other.stale
         self.quarantined += other.quarantined
         self.tables |= other.tables
-
-
-def q(name: str) -> str:
-    return quote_ident(name)
 
 
 # ---------------------------------------------------------------- value conversion
@@ -97,7 +107,81 @@ def export_expr(column: str, data_type: str) -> str:
     return f"CAST({c} AS STRING)"
 
 
-# ---------------------------------------------------------------- mirror shape
+# ---------------------------------------------------------------- the batch profile
+
+
+@dataclass
+class TableProfile:
+    """What one micro-batch says about one source table."""
+    name: str
+    changes: int = 0
+    key: tuple[str, ...] = ()
+    formats: tuple[str, ...] = ()
+    columns: dict[str, ColumnSighting] = field(default_factory=dict)
+    shapes: list[ImageShape] = field(default_factory=list)
+    truncate_ord: str | None = None
+    truncate_seq: str | None = None
+
+    @property
+    def schemaless(self) -> bool:
+        from pipelines.formats import get_decoder
+
+        return any(get_decoder(f).schemaless for f in self.formats)
+
+
+def with_order(changes):
+    """The sort key of a change: vendor sequence, queue position, place in the message, then 0 for
+    the delete of a moved key before 1 for the change itself. The separator sorts below every digit
+    and '.', so an empty sequence (full-load rows) sorts before any incremental change."""
+    from pyspark.sql import functions as F
+
+    return changes.withColumn("ord", F.concat_ws(
+        ORD_SEPARATOR, "seq", "queue_pos", F.lpad(F.col("change_index").cast("string"), 6, "0"), F.lit("1")))
+
+
+def profile_batch(batch) -> dict[str, TableProfile]:
+    """Every table of the batch, from one Spark job (three aggregations collected as one union)."""
+    from pyspark.sql import functions as F
+
+    seq_or_null = F.when(F.col("seq") != "", F.col("seq"))
+    carried = F.array_union(F.map_keys(F.coalesce("after", F.expr(EMPTY_MAP))),
+                            F.map_keys(F.coalesce("before", F.expr(EMPTY_MAP))))
+    columns = (batch.select(SOURCE_TABLE, "seq", "col_types", F.explode(carried).alias("c"))
+               .groupBy(SOURCE_TABLE, "c")
+               .agg(F.collect_set(F.col("col_types")[F.col("c")]).alias("types"),
+                    F.min(seq_or_null).alias("first"), F.max(seq_or_null).alias("last"))
+               .select(SOURCE_TABLE, F.lit("column").alias("fact"),
+                       F.to_json(F.struct("c", "types", "first", "last")).alias("v")))
+    shapes = (batch.where(f"{FULL_IMAGE_SQL} AND seq != ''")
+              .groupBy(SOURCE_TABLE, F.array_sort(F.map_keys("after")).alias("cols"))
+              .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
+              .select(SOURCE_TABLE, F.lit("shape").alias("fact"),
+                      F.to_json(F.struct("cols", "first", "last")).alias("v")))
+    truncate = F.col("op") == "TRUNCATE"
+    tables = (batch.groupBy(SOURCE_TABLE)
+              .agg(F.count(F.lit(1)).alias("n"),
+                   F.first(F.when(F.size("key_columns") > 0, F.col("key_columns")), ignorenulls=True).alias("key"),
+                   F.collect_set("format").alias("formats"),
+                   F.max(F.when(truncate, F.col("ord"))).alias("t_ord"), F.max(F.when(truncate, F.col("seq"))).alias("t_seq"))
+              .select(SOURCE_TABLE, F.lit("table").alias("fact"),
+                      F.to_json(F.struct("n", "key", "formats", "t_ord", "t_seq")).alias("v")))
+    profiles: dict[str, TableProfile] = {}
+    for row in columns.unionByName(shapes).unionByName(tables).collect():
+        if row[SOURCE_TABLE] is None:
+            continue
+        p = profiles.setdefault(row[SOURCE_TABLE], TableProfile(row[SOURCE_TABLE]))
+        v = json.loads(row["v"])
+        if row["fact"] == "column":
+            p.columns[v["c"]] = ColumnSighting(set(v["types"]), v.get("first"), v.get("last"))
+        elif row["fact"] == "shape":
+            p.shapes.append(ImageShape(frozenset(v["cols"]), v["first"], v["last"]))
+        else:
+            p.changes, p.key, p.formats = v["n"], tuple(v.get("key") or ()), tuple(v["formats"])
+            p.truncate_ord, p.truncate_seq = v.get("t_ord"), v.get("t_seq")
+    return profiles
+
+
+# ---------------------------------------------------------------- applying one table
 
 
 def table_config(cfg: PipelineConfig, source_table: str) -> TableConfig | None:
@@ -107,238 +191,321 @@ def table_config(cfg: PipelineConfig, source_table: str) -> TableConfig | None:
     return None
 
 
-def mirror_schema(spark, ref: TableRef) -> dict[str, tuple[str, str | None]]:
-    """Existing mirror columns: name → (Spark type, source type from the column comment)."""
-    if not ref.exists(spark):
-        return {}
-    out = {}
-    for f in ref.read(spark).schema.fields:
-        comment = f.metadata.get("comment", "")
-        src = comment[len(SOURCE_TYPE_PREFIX):] if comment.startswith(SOURCE_TYPE_PREFIX) else None
-        out[f.name] = (f.dataType.simpleString(), src)
-    return out
+def resolve_key(spark, ident: MirrorIdentity, profile: TableProfile, tc: TableConfig | None) -> tuple[str, ...]:
+    """The mirror's key is fixed when it is created: from the messages, else the configuration.
+    No key at all (and no vendor row id in the messages) means multiset semantics."""
+    if ident.ref.exists(spark):
+        props = table_properties(spark, ident.ref)
+        if "lakecdc.key" in props:
+            return tuple(k for k in props["lakecdc.key"].split(",") if k)
+    return profile.key or (tc.key if tc else ())
 
 
-def table_properties(spark, ref: TableRef) -> dict[str, str]:
-    rows = spark.sql(f"SHOW TBLPROPERTIES {ref.sql}").collect()
-    return {r["key"]: r["value"] for r in rows}
-
-
-def _column_ddl(name: str, source_type: str | None) -> str:
-    comment = (SOURCE_TYPE_PREFIX + (source_type or "")).replace("\\", "\\\\").replace("'", "\\'")
-    return f"{q(name)} {spark_type(source_type)} COMMENT '{comment}'"
-
-
-def ensure_mirror(spark, ref: TableRef, tomb: TableRef, source_table: str, mirror_name: str, key: tuple[str, ...],
-                  columns: dict[str, str | None]) -> dict[str, str | None]:
-    """Create the mirror (and its tombstones) or add the new columns; returns column → source type."""
-    existing = mirror_schema(spark, ref)
-    if not existing:
-        cols = [_column_ddl(c, t) for c, t in columns.items()] + [f"{n} {t}" for n, t in LINEAGE_DDL]
-        props = {"lakecdc.source_table": source_table, "lakecdc.mirror_name": mirror_name, "lakecdc.key": ",".join(key),
-                 "delta.enableChangeDataFeed": "true"}
-        prop_sql = ", ".join(f"'{k}' = '{_sql_str(v)}'" for k, v in props.items())
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {ref.sql} ({', '.join(cols)}) USING DELTA TBLPROPERTIES ({prop_sql})")
-        key_cols = [_column_ddl(c, columns.get(c)) for c in key]
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {tomb.sql} ({', '.join(key_cols)}, _seq STRING, _queue_pos STRING, "
-                  f"_event_time TIMESTAMP) USING DELTA")
-        return dict(columns)
-    known = {name: src for name, (_t, src) in existing.items() if name not in LINEAGE_COLUMNS}
-    new = {c: t for c, t in columns.items() if c not in existing}
-    if new:
-        log.info("gold: %s gains columns %s", source_table, ", ".join(new))
-        spark.sql(f"ALTER TABLE {ref.sql} ADD COLUMNS ({', '.join(_column_ddl(c, t) for c, t in new.items())})")
-        known.update(new)
-    return known
-
-
-def _sql_str(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
-
-
-# ---------------------------------------------------------------- applying one table
-
-
-def apply_table(spark, changes, source_table: str, cfg: PipelineConfig, wh: Warehouse, app_id: str,
+def apply_table(spark, changes, profile: TableProfile, cfg: PipelineConfig, wh: Warehouse, app_id: str,
                 batch_id: int) -> GoldStats:
+    """The stages of the module docstring, for one table's changes of one micro-batch."""
+    stats = GoldStats(tables={profile.name})
+    tc = table_config(cfg, profile.name)
+    mirror_name = tc.target if tc and tc.target else profile.name
+    ident = MirrorIdentity(profile.name, mirror_name, wh.mirror(mirror_name), wh.tombstones(mirror_name),
+                           policy=(tc.schema_changes if tc and tc.schema_changes else cfg.schema_changes))
+    key = resolve_key(spark, ident, profile, tc)
+    shape = shape_mirror(spark, ident, key, dict(tc.columns) if tc else {}, profile.columns, profile.shapes,
+                         profile.schemaless, keyless=not key)
+    checked = check_changes(rename_columns(changes, shape.renames), shape, key).persist()
+    try:
+        good = quarantine_misfits(spark, checked, ident, wh, app_id, batch_id, stats)
+        good = _batch_expectations(spark, tc, mirror_name, good, shape.columns, wh, app_id, batch_id, stats)
+        good = apply_truncate(spark, good, profile, ident, app_id, batch_id, stats)
+        from pipelines.quality import current_version
+
+        version_before = current_version(spark, ident.ref) if cfg.quality_checks and key else None
+        if shape.keyless:
+            apply_multiset(spark, good, shape, ident, wh, app_id, batch_id, stats)
+        else:
+            apply_keyed(spark, good, shape, key, ident, app_id, batch_id, stats)
+        if version_before is not None:
+            _cdc_batch_checks(spark, mirror_name, ident.ref, key, good, shape.columns, version_before, wh, app_id,
+                              batch_id)
+    finally:
+        checked.unpersist()
+    mirror_rules = [r for r in (tc.expectations if tc else ()) if r.scope == "mirror"]
+    if mirror_rules:
+        from pipelines.quality import check_mirror, write_results
+
+        write_results(spark, wh, check_mirror(spark, mirror_name, ident.ref.read(spark), mirror_rules, app_id, batch_id,
+                                              key_cols=key), app_id=f"{app_id}-dqm-{mirror_name}", version=batch_id)
+    log.info("gold: %s → %s: %d changes applied, %d stale skipped, %d quarantined (%s)", profile.name, mirror_name,
+             stats.applied, stats.stale, stats.quarantined,
+             f"key {', '.join(key)}" if key else "no key: multiset")
+    return stats
+
+
+def rename_columns(changes, renames: dict[str, str]):
+    """Older images still carry a renamed column's old name (``evolve`` of a RENAME): read the new one."""
+    if not renames:
+        return changes
+    from pyspark.sql import functions as F
+
+    case = "CASE " + " ".join(f"WHEN k = {lit(old)} THEN {lit(new)}" for old, new in renames.items()) + " ELSE k END"
+    for image in ("before", "after", "col_types"):
+        changes = changes.withColumn(image, F.expr(f"transform_keys({image}, (k, v) -> {case})"))
+    return changes.withColumn("changed", F.expr(f"transform(changed, k -> {case})"))
+
+
+def check_changes(changes, shape: MirrorShape, key: tuple[str, ...]):
+    """Each change with ``reason``: why it cannot apply (NULL when it can)."""
+    from pyspark.sql import functions as F
+
+    columns = shape.columns
+    checks = [f"CASE WHEN {predicate} THEN {lit(reason)} END" for predicate, reason in shape.rejects]
+    for c in columns:
+        target = lit(f"{spark_type(columns.get(c))} (source type {columns.get(c)})")
+        for image in ("after", "before"):
+            value = f"{image}[{lit(c)}]"
+            checks.append(f"CASE WHEN {value} IS NOT NULL AND ({convert_expr(value, columns.get(c))}) IS NULL THEN "
+                          f"concat('value ', substr({value}, 1, 80), ' of column ', {lit(c)}, ' does not fit ', "
+                          f"{target}) END")
+    for k in key:
+        checks.append(f"CASE WHEN op != 'TRUNCATE' AND NOT (map_contains_key(coalesce(after, map()), {lit(k)}) "
+                      f"OR map_contains_key(coalesce(before, map()), {lit(k)})) THEN "
+                      f"concat('key column ', {lit(k)}, ' is missing from the change') END")
+    return changes.withColumn("reason", F.expr(f"coalesce({', '.join(checks)})") if checks else F.lit(None))
+
+
+def quarantine_misfits(spark, checked, ident: MirrorIdentity, wh: Warehouse, app_id: str, batch_id: int,
+                       stats: GoldStats):
+    """Send the changes with a reason to quarantine; return the others."""
     from pyspark.sql import functions as F
 
     from pipelines.silver import append_idempotent, quarantine_frame
 
-    stats = GoldStats(tables={source_table})
-    tc = table_config(cfg, source_table)
-    mirror_name = (tc.target if tc and tc.target else source_table)
-    ref, tomb = wh.mirror(mirror_name), wh.tombstones(mirror_name)
-
-    # --- key and column types -------------------------------------------------------------
-    first_key = changes.where(F.size("key_columns") > 0).select("key_columns").first()
-    key = tuple(first_key[0]) if first_key else (tc.key if tc else ())
-    if not key and ref.exists(spark):
-        key = tuple(k for k in table_properties(spark, ref).get("lakecdc.key", "").split(",") if k)
-    quarantine = wh.silver("quarantine")
-    if not key:
-        reason = (f"table {source_table} has no primary key in its messages or configuration; "
-                  f"set tables.{source_table}.key")
-        bad = changes.withColumn("reason", F.lit(reason)).withColumn("stage", F.lit("gold"))
-        append_idempotent(quarantine_frame(bad), quarantine, f"{app_id}-q-{mirror_name}", batch_id)
-        stats.quarantined = changes.count()
-        return stats
-    message_types = {r["k"]: r["v"] for r in changes.select(F.explode("col_types").alias("k", "v"))
-                     .where("v IS NOT NULL").distinct().collect()}
-    image_cols = [r[0] for r in changes.select(F.explode(F.map_keys(F.coalesce("after", "before"))).alias("c"))
-                  .union(changes.select(F.explode(F.map_keys("before")).alias("c"))).distinct().collect()]
-    configured = dict(tc.columns) if tc else {}
-    wanted: dict[str, str | None] = {}
-    for c in list(configured) + sorted(set(image_cols) - set(configured)):
-        wanted[c] = configured.get(c) or message_types.get(c)
-    for k in key:
-        wanted.setdefault(k, configured.get(k) or message_types.get(k))
-    columns = ensure_mirror(spark, ref, tomb, source_table, mirror_name, key, wanted)
-
-    # --- convert and validate every change --------------------------------------------------
-    def typed(image: str, c: str) -> str:
-        return convert_expr(f"{image}[{_lit(c)}]", columns.get(c))
-
-    checks = []
-    for c in columns:
-        for image in ("after", "before"):
-            checks.append(
-                f"CASE WHEN {image}[{_lit(c)}] IS NOT NULL AND ({typed(image, c)}) IS NULL THEN "
-                f"concat('value ', substr({image}[{_lit(c)}], 1, 80), ' of column ', {_lit(c)}, ' does not fit ', "
-                f"{_lit(f'{spark_type(columns.get(c))} (source type {columns.get(c)})')}) END")
-    key_source = "CASE WHEN op = 'DELETE' THEN coalesce(before, after) ELSE coalesce(after, before) END"
-    for k in key:
-        checks.append(f"CASE WHEN op != 'TRUNCATE' AND NOT (map_contains_key(coalesce(after, map()), {_lit(k)}) "
-                      f"OR map_contains_key(coalesce(before, map()), {_lit(k)})) THEN "
-                      f"concat('key column ', {_lit(k)}, ' is missing from the change') END")
-    checked = changes.withColumn("reason", F.expr(f"coalesce({', '.join(checks)})") if checks else F.lit(None))
-    checked = checked.persist()
     bad = checked.where("reason IS NOT NULL")
     stats.quarantined = bad.count()
     if stats.quarantined:
-        append_idempotent(quarantine_frame(bad.withColumn("stage", F.lit("gold"))), quarantine,
-                          f"{app_id}-q-{mirror_name}", batch_id)
-        log.warning("gold: %s: %d changes quarantined (values that do not fit the mirror)", source_table,
-                    stats.quarantined)
-    good = checked.where("reason IS NULL")
-    good = _batch_expectations(spark, tc, mirror_name, good, columns, wh, app_id, batch_id, stats)
+        append_idempotent(quarantine_frame(bad.withColumn("stage", F.lit("gold"))), wh.silver("quarantine"),
+                          f"{app_id}-q-{ident.mirror_name}", batch_id)
+        log.warning("gold: %s: %d changes quarantined (values or schema changes that do not fit the mirror)",
+                    ident.source_table, stats.quarantined)
+    return checked.where("reason IS NULL")
+
+
+def apply_truncate(spark, changes, profile: TableProfile, ident: MirrorIdentity, app_id: str, batch_id: int,
+                   stats: GoldStats):
+    """TRUNCATE empties the mirror as of its sequence; changes before it (in this batch, or later
+    batches: the ``lakecdc.truncated_seq`` property) are stale."""
+    from pyspark.sql import functions as F
+
+    truncated_seq = table_properties(spark, ident.ref).get(TRUNCATED_SEQ_PROPERTY, "")
+    if profile.truncate_ord is not None:
+        changes = changes.where(F.col("ord") > F.lit(profile.truncate_ord))
+        with idempotent_dml(spark, f"{app_id}-t-{ident.mirror_name}", batch_id):
+            ident.ref.delta(spark).delete(F.col("_seq") <= F.lit(profile.truncate_seq))
+        if profile.truncate_seq > truncated_seq:
+            truncated_seq = profile.truncate_seq
+            spark.sql(f"ALTER TABLE {ident.ref.sql} SET TBLPROPERTIES ('{TRUNCATED_SEQ_PROPERTY}' = {lit(truncated_seq)})")
+    changes = changes.where("op != 'TRUNCATE'")
+    return changes.withColumn("stale", F.col("seq") < F.lit(truncated_seq)) if truncated_seq \
+        else changes.withColumn("stale", F.lit(False))
+
+
+def _typed(image_sql: str, column: str, source_type: str | None) -> str:
+    return convert_expr(f"({image_sql})[{lit(column)}]", source_type)
+
+
+def apply_keyed(spark, changes, shape: MirrorShape, key: tuple[str, ...], ident: MirrorIdentity, app_id: str,
+                batch_id: int, stats: GoldStats) -> None:
+    """Order, drop stale changes, fold per key, MERGE the mirror and its tombstones."""
+    from pyspark.sql import functions as F
+
+    columns = shape.columns
+
+    def key_struct(image_sql: str) -> str:
+        return "named_struct(" + ", ".join(f"{lit(k)}, {_typed(image_sql, k, columns.get(k))}" for k in key) + ")"
 
     # --- key per change; a key change also deletes the old key -----------------------------
-    def key_struct(image_sql: str) -> str:
-        return "named_struct(" + ", ".join(f"{_lit(k)}, {convert_expr(f'({image_sql})[{_lit(k)}]', columns.get(k))}"
-                                           for k in key) + ")"
-
-    ordered = good.withColumn("k", F.expr(key_struct(f"CASE WHEN op = 'UPDATE' THEN map_concat(coalesce(before, map()), "
-                                                      f"coalesce(after, map())) ELSE {key_source} END")))
-    has_old = " AND ".join(f"map_contains_key(coalesce(before, map()), {_lit(k)})" for k in key)
-    ordered = ordered.withColumn("old_k", F.expr(f"CASE WHEN op = 'UPDATE' AND {has_old} THEN {key_struct('before')} END"))
-    # Sort key: vendor sequence, queue position, place in the message, then 0 for the delete of a
-    # moved key before 1 for the change itself. The separator sorts below every digit and '.', so
-    # an empty sequence (full-load rows) sorts before any incremental change.
-    ordered = ordered.withColumn("ord", F.concat_ws(
-        ORD_SEPARATOR, "seq", "queue_pos", F.lpad(F.col("change_index").cast("string"), 6, "0"), F.lit("1")))
-    ordered = ordered.withColumn("moved_from", F.lit(False))
-    moved = (ordered.where("old_k IS NOT NULL AND NOT (old_k <=> k)")
+    key_source = "CASE WHEN op = 'DELETE' THEN coalesce(before, after) ELSE coalesce(after, before) END"
+    rows = changes.withColumn("k", F.expr(key_struct(
+        f"CASE WHEN op = 'UPDATE' THEN map_concat(coalesce(before, map()), coalesce(after, map())) ELSE {key_source} END")))
+    has_old = " AND ".join(f"map_contains_key(coalesce(before, map()), {lit(k)})" for k in key)
+    rows = rows.withColumn("old_k", F.expr(f"CASE WHEN op = 'UPDATE' AND {has_old} THEN {key_struct('before')} END"))
+    rows = rows.withColumn("moved_from", F.lit(False))
+    moved = (rows.where("old_k IS NOT NULL AND NOT (old_k <=> k)")
              .withColumn("k", F.col("old_k")).withColumn("op", F.lit("DELETE")).withColumn("moved_from", F.lit(True))
              .withColumn("ord", F.expr("concat(substr(ord, 1, length(ord) - 1), '0')")))
-    rows = ordered.unionByName(moved)
+    rows = rows.unionByName(moved)
 
-    # --- truncate: drop what came before it, empty the mirror as of its sequence ------------
-    # The truncate's sequence is kept as a table property, so a late change older than it
-    # (in a later batch) is stale too.
-    truncated_seq = table_properties(spark, ref).get(TRUNCATED_SEQ_PROPERTY, "")
-    truncates = rows.where("op = 'TRUNCATE'").agg(F.max("ord").alias("ord"), F.max("seq").alias("seq")).first()
-    if truncates and truncates["ord"] is not None:
-        rows = rows.where(F.col("ord") > F.lit(truncates["ord"]))
-        with idempotent_dml(spark, f"{app_id}-t-{mirror_name}", batch_id):
-            ref.delta(spark).delete(F.col("_seq") <= F.lit(truncates["seq"]))
-        if truncates["seq"] > truncated_seq:
-            truncated_seq = truncates["seq"]
-            spark.sql(f"ALTER TABLE {ref.sql} SET TBLPROPERTIES ('{TRUNCATED_SEQ_PROPERTY}' = {_lit(truncated_seq)})")
-    rows = rows.where("op != 'TRUNCATE'")
-    if truncated_seq:
-        stats.stale += rows.where(F.col("seq") < F.lit(truncated_seq)).count()
-        rows = rows.where(F.col("seq") >= F.lit(truncated_seq))
-
-    # --- stale filter against mirror and tombstones -----------------------------------------
-    key_cols_sql = ", ".join(q(k) for k in key)
-    current = (ref.read(spark).selectExpr(f"named_struct({', '.join(f'{_lit(k)}, {q(k)}' for k in key)}) AS k",
-                                          "_seq AS m_seq")
-               .unionByName(tomb.read(spark).selectExpr(
-                   f"named_struct({', '.join(f'{_lit(k)}, {q(k)}' for k in key)}) AS k", "_seq AS m_seq"))
+    # --- stale: older than what the mirror or its tombstones hold for the key ------------------
+    key_sql = f"named_struct({', '.join(f'{lit(k)}, {q(k)}' for k in key)}) AS k"
+    current = (ident.ref.read(spark).selectExpr(key_sql, "_seq AS m_seq")
+               .unionByName(ident.tombstones.read(spark).selectExpr(key_sql, "_seq AS m_seq"))
                .groupBy("k").agg(F.max("m_seq").alias("m_seq")))
-    joined = rows.join(current, on="k", how="left")
-    rows = joined.where("m_seq IS NULL OR seq >= m_seq").drop("m_seq").persist()
-    stats.stale += joined.where("m_seq IS NOT NULL AND seq < m_seq").count()
+    rows = (rows.join(current, on="k", how="left")
+            .withColumn("stale", F.expr("stale OR (m_seq IS NOT NULL AND seq < m_seq)")).drop("m_seq").persist())
+    try:
+        counts = rows.where(~F.col("moved_from")).agg(  # the deletes of moved keys are not changes
+            F.count_if("stale").alias("stale"), F.count_if(~F.col("stale")).alias("applied")).first()
+        stats.stale += counts["stale"] or 0
+        stats.applied = counts["applied"] or 0
+        source_df = fold_per_key(rows.where(~F.col("stale")), key, shape)
+        merge_keyed(spark, source_df, key, shape, ident, app_id, batch_id)
+    finally:
+        rows.unpersist()
 
-    # --- fold per key --------------------------------------------------------------------------
-    empty_map = "cast(map() AS map<string,string>)"
+
+def fold_per_key(rows, key: tuple[str, ...], shape: MirrorShape):
+    """One row per key: its last state (``live``, each data column's value ``v<i>`` and whether the
+    batch wrote it ``p<i>``) and the lineage of its last change."""
+    from pyspark.sql import functions as F
+
     folded = rows.groupBy("k").agg(F.collect_list(F.struct(
         "ord", "op",
         # A partial UPDATE overlays its columns on its before-image (SharePlex `key`), so a row that
         # moves to a new key keeps the columns the message does not carry.
-        F.expr(f"CASE WHEN op = 'UPDATE' AND changed IS NOT NULL THEN map_concat(coalesce(before, {empty_map}), "
-               f"coalesce(after, {empty_map})) ELSE coalesce(after, {empty_map}) END").alias("after"),
+        F.expr(f"CASE WHEN op = 'UPDATE' AND changed IS NOT NULL THEN map_concat(coalesce(before, {EMPTY_MAP}), "
+               f"coalesce(after, {EMPTY_MAP})) ELSE coalesce(after, {EMPTY_MAP}) END").alias("after"),
         F.expr("op = 'UPDATE' AND changed IS NOT NULL").alias("partial"), "seq", "queue_pos", "event_time",
         "source", "format", "bronze_position", "ingest_time")).alias("chs"))
     folded = folded.withColumn("chs", F.expr(
         "array_sort(chs, (l, r) -> CASE WHEN l.ord < r.ord THEN -1 WHEN l.ord > r.ord THEN 1 ELSE 0 END)"))
     folded = folded.selectExpr("k", f"""aggregate(chs,
-        named_struct('live', false, 'full', false, 'img', {empty_map}),
+        named_struct('live', false, 'full', false, 'img', {EMPTY_MAP}),
         (acc, c) -> named_struct(
             'live', c.op != 'DELETE',
             'full', NOT c.partial OR acc.full,
-            'img', CASE WHEN c.op = 'DELETE' THEN {empty_map}
+            'img', CASE WHEN c.op = 'DELETE' THEN {EMPTY_MAP}
                         WHEN c.partial THEN map_concat(acc.img, c.after)
                         ELSE c.after END)) AS st""", "element_at(chs, -1) AS last")
     select = ["k", "st.live AS live", "st.full AS full"]
-    data_cols = [c for c in columns if c not in key]
-    for i, c in enumerate(data_cols):
-        select.append(f"{convert_expr(f'st.img[{_lit(c)}]', columns.get(c))} AS v{i}")
-        select.append(f"(st.full OR map_contains_key(st.img, {_lit(c)})) AS p{i}")
+    for i, c in enumerate(_data_columns(shape, key)):
+        # a dropped column the ignore policy keeps is written only where an image still carries it
+        written = f"map_contains_key(st.img, {lit(c)})" if c in shape.unwritten \
+            else f"(st.full OR map_contains_key(st.img, {lit(c)}))"
+        select.append(f"{_typed('st.img', c, shape.columns.get(c))} AS v{i}")
+        select.append(f"{written} AS p{i}")
     select += ["last.seq AS _seq", "last.queue_pos AS _queue_pos", "CASE WHEN st.live THEN last.op ELSE 'DELETE' END AS _op",
                "last.event_time AS _event_time", "last.source AS _source", "last.format AS _format",
                "last.bronze_position AS _position", "last.ingest_time AS _ingest_time"]
-    source_df = folded.selectExpr(*select)
-    stats.applied = rows.where(~F.col("moved_from")).count()  # the deletes of moved keys are not changes
+    return folded.selectExpr(*select)
 
-    # --- merge into the mirror, then the tombstones -----------------------------------------
-    from pipelines.quality import current_version
 
-    version_before = current_version(spark, ref) if cfg.quality_checks else None
+def _data_columns(shape: MirrorShape, key: tuple[str, ...]) -> list[str]:
+    return [c for c in shape.columns if c not in key]
+
+
+def merge_keyed(spark, source_df, key: tuple[str, ...], shape: MirrorShape, ident: MirrorIdentity, app_id: str,
+                batch_id: int) -> None:
+    """One MERGE into the mirror (live rows), one into the tombstones (deleted keys)."""
+    data_cols = _data_columns(shape, key)
     on = " AND ".join(f"t.{q(k)} <=> s.k.{q(k)}" for k in key)
     update_set = {q(c): f"CASE WHEN s.p{i} THEN s.v{i} ELSE t.{q(c)} END" for i, c in enumerate(data_cols)}
     update_set.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
     insert_values = {q(k): f"s.k.{q(k)}" for k in key}
     insert_values.update({q(c): f"s.v{i}" for i, c in enumerate(data_cols)})
     insert_values.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
-    with idempotent_dml(spark, f"{app_id}-m-{mirror_name}", batch_id):
-        (ref.delta(spark).alias("t").merge(source_df.alias("s"), on)
+    with idempotent_dml(spark, f"{app_id}-m-{ident.mirror_name}", batch_id):
+        (ident.ref.delta(spark).alias("t").merge(source_df.alias("s"), on)
          .whenMatchedDelete(condition="NOT s.live")
          .whenMatchedUpdate(condition="s.live", set=update_set)
          .whenNotMatchedInsert(condition="s.live", values=insert_values)
          .execute())
     tomb_values = {q(k): f"s.k.{q(k)}" for k in key}
     tomb_values.update({"_seq": "s._seq", "_queue_pos": "s._queue_pos", "_event_time": "s._event_time"})
-    with idempotent_dml(spark, f"{app_id}-d-{mirror_name}", batch_id):
-        (tomb.delta(spark).alias("t").merge(source_df.alias("s"), on)
+    with idempotent_dml(spark, f"{app_id}-d-{ident.mirror_name}", batch_id):
+        (ident.tombstones.delta(spark).alias("t").merge(source_df.alias("s"), on)
          .whenMatchedDelete(condition="s.live")
          .whenMatchedUpdate(condition="NOT s.live", set=tomb_values)
          .whenNotMatchedInsert(condition="NOT s.live", values=tomb_values)
          .execute())
-    if version_before is not None:
-        _cdc_batch_checks(spark, mirror_name, ref, key, good, columns, version_before, wh, app_id, batch_id)
-    mirror_rules = [r for r in (tc.expectations if tc else ()) if r.scope == "mirror"]
-    if mirror_rules:
-        from pipelines.quality import check_mirror, write_results
 
-        write_results(spark, wh, check_mirror(spark, mirror_name, ref.read(spark), mirror_rules, app_id, batch_id,
-                                              key_cols=key), app_id=f"{app_id}-dqm-{mirror_name}", version=batch_id)
-    rows.unpersist()
-    checked.unpersist()
-    log.info("gold: %s → %s: %d changes applied, %d stale skipped, %d quarantined (key %s)", source_table,
-             mirror_name, stats.applied, stats.stale, stats.quarantined, key_cols_sql)
-    return stats
+
+# ---------------------------------------------------------------- tables without a key
+
+
+def apply_multiset(spark, changes, shape: MirrorShape, ident: MirrorIdentity, wh: Warehouse, app_id: str,
+                   batch_id: int, stats: GoldStats) -> None:
+    """A table with no key and no vendor row id keeps the source's multiset: INSERT/SNAPSHOT add a
+    row, DELETE removes ONE row equal to its before-image (every column; one the image lacks is
+    NULL), UPDATE does both. Events apply in sequence order per distinct row value, so a delete
+    only takes a copy that exists at that point.
+
+    Each mirror row carries ``_row_id``: the id of the change that inserted it. A change's id is a
+    hash of its table, sequence, op and images, so a redelivered copy of a message is applied once
+    (the ids applied are kept in ``gold/_applied/<mirror>``). Two byte-identical changes with the
+    same sequence are one change: a format whose full-load rows carry no sequence delivers two
+    identical keyless rows of its full load as one.
+    """
+    from pyspark.sql import functions as F
+
+    from pipelines.silver import append_idempotent
+
+    mirror = ident.ref.read(spark)
+    mirror_types = {f.name: f.dataType.simpleString() for f in mirror.schema.fields}
+    columns = [c for c in shape.columns if c in mirror_types]
+
+    def typed_row(image_sql: str) -> list:
+        return [F.expr(f"CAST({_typed(image_sql, c, shape.columns[c])} AS {mirror_types[c]})").alias(c)
+                for c in columns]
+
+    def row_hash(cols) -> object:
+        return F.sha2(F.to_json(F.struct(*cols)), 256)
+
+    applied = wh.applied_changes(ident.mirror_name)
+    if not applied.exists(spark):
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {applied.sql} (change_id STRING, _seq STRING) USING DELTA")
+    image_text = "to_json(array_sort(map_entries(coalesce({0}, " + EMPTY_MAP + "))))"
+    change_id = F.sha2(F.concat_ws(ORD_SEPARATOR, F.col(SOURCE_TABLE), "seq", "op", F.expr(image_text.format("before")),
+                                   F.expr(image_text.format("after"))), 256)
+    with_ids = changes.withColumn("change_id", change_id)
+    fresh = (with_ids.where("NOT stale").dropDuplicates(["change_id"])
+             .join(applied.read(spark).select("change_id"), "change_id", "left_anti").persist())
+    try:
+        stats.applied = fresh.count()
+        stats.stale += with_ids.count() - stats.applied  # redelivered copies, and changes before a truncate
+        after_sql = (f"CASE WHEN changed IS NOT NULL THEN map_concat(coalesce(before, {EMPTY_MAP}), "
+                     f"coalesce(after, {EMPTY_MAP})) ELSE after END")
+        lineage = [F.col("seq").alias("_seq"), F.col("queue_pos").alias("_queue_pos"), F.col("op").alias("_op"),
+                   F.col("event_time").alias("_event_time"), F.col("source").alias("_source"),
+                   F.col("format").alias("_format"), F.col("bronze_position").alias("_position"),
+                   F.col("ingest_time").alias("_ingest_time")]
+        added = (fresh.where(f"op IN ('INSERT', 'SNAPSHOT', 'UPDATE') AND after IS NOT NULL")
+                 .select(F.col("change_id").alias(ROW_ID_COLUMN), F.concat("ord", F.lit("1")).alias("ord"),
+                         F.struct(*typed_row(after_sql)).alias("row"), *lineage)
+                 .withColumn("h", row_hash([F.col(f"row.{q(c)}") for c in columns])))
+        removed = (fresh.where("op IN ('DELETE', 'UPDATE') AND before IS NOT NULL")
+                   .select(F.concat("ord", F.lit("0")).alias("ord"), row_hash(typed_row("before")).alias("h")))
+        events = (added.select("h", "ord", F.lit(True).alias("plus"), ROW_ID_COLUMN)
+                  .unionByName(removed.select("h", "ord", F.lit(False).alias("plus"),
+                                              F.lit(None).cast("string").alias(ROW_ID_COLUMN))))
+        held = (mirror.select(row_hash([F.col(q(c)) for c in columns]).alias("h"), ROW_ID_COLUMN)
+                .join(events.select("h").distinct(), "h", "left_semi")
+                .groupBy("h").agg(F.array_sort(F.collect_list(ROW_ID_COLUMN)).alias("held")))
+        outcome = (events.groupBy("h").agg(F.collect_list(F.struct("ord", "plus", ROW_ID_COLUMN)).alias("evs"))
+                   .join(held, "h", "left")
+                   .selectExpr("coalesce(held, cast(array() AS array<string>)) AS held", f"""aggregate(
+                       array_sort(evs, (l, r) -> CASE WHEN l.ord < r.ord THEN -1 WHEN l.ord > r.ord THEN 1 ELSE 0 END),
+                       coalesce(held, cast(array() AS array<string>)),
+                       (ids, e) -> CASE WHEN e.plus THEN concat(ids, array(e.{ROW_ID_COLUMN}))
+                                        WHEN size(ids) > 0 THEN slice(ids, 2, size(ids) - 1)
+                                        ELSE ids END) AS kept"""))
+        gone_ids = outcome.select(F.explode(F.array_except("held", "kept")).alias(ROW_ID_COLUMN))
+        kept_ids = outcome.select(F.explode("kept").alias(ROW_ID_COLUMN))
+        inserts = added.join(kept_ids, ROW_ID_COLUMN, "left_semi").select(
+            ROW_ID_COLUMN, *[F.col(f"row.{q(c)}").alias(c) for c in columns], *LINEAGE_COLUMNS,
+            F.lit("insert").alias("_action"))
+        deletes = gone_ids.select(ROW_ID_COLUMN, *[F.lit(None).cast(mirror_types[c]).alias(c) for c in columns],
+                                  *[F.lit(None).cast(t).alias(n) for n, t in LINEAGE_DDL], F.lit("delete").alias("_action"))
+        values = {q(c): f"s.{q(c)}" for c in (*columns, *LINEAGE_COLUMNS, ROW_ID_COLUMN)}
+        with idempotent_dml(spark, f"{app_id}-m-{ident.mirror_name}", batch_id):
+            (ident.ref.delta(spark).alias("t").merge(inserts.unionByName(deletes).alias("s"),
+                                                     f"t.{ROW_ID_COLUMN} = s.{ROW_ID_COLUMN}")
+             .whenMatchedDelete(condition="s._action = 'delete'")
+             .whenNotMatchedInsert(condition="s._action = 'insert'", values=values)
+             .execute())
+        append_idempotent(fresh.select("change_id", F.col("seq").alias("_seq")), applied,
+                          f"{app_id}-a-{ident.mirror_name}", batch_id)
+    finally:
+        fresh.unpersist()
 
 
 def _batch_expectations(spark, tc: TableConfig | None, mirror_name: str, good, columns, wh: Warehouse, app_id: str,
@@ -380,10 +547,6 @@ def _cdc_batch_checks(spark, mirror_name: str, ref: TableRef, key, changes, colu
     write_results(spark, wh, rows, app_id=f"{app_id}-dqc-{mirror_name}", version=batch_id)
 
 
-def _lit(text: str) -> str:
-    return "'" + _sql_str(text) + "'"
-
-
 @contextmanager
 def idempotent_dml(spark, app_id: str, version: int):
     """Delta idempotent DML: a MERGE/DELETE stamped with an (appId, version) already committed
@@ -409,16 +572,19 @@ def source_table_col():
 
 
 def apply_gold_batch(spark, batch_df, batch_id: int, cfg: PipelineConfig, wh: Warehouse, app_id: str) -> GoldStats:
+    """Fan one micro-batch out to every table it touches."""
+    from pyspark.sql import functions as F
+
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # map_concat: later image wins
     total = GoldStats()
-    batch_df = batch_df.persist()
+    batch = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
     try:
-        names = [r[0] for r in batch_df.select(source_table_col().alias("n")).distinct().collect()]
-        for name in sorted(n for n in names if n is not None):
-            part = batch_df.where(source_table_col() == name)
-            total.add(apply_table(spark, part, name, cfg, wh, app_id, batch_id))
+        profiles = profile_batch(batch)
+        for name in sorted(profiles):
+            total.add(apply_table(spark, batch.where(F.col(SOURCE_TABLE) == name), profiles[name], cfg, wh, app_id,
+                                  batch_id))
     finally:
-        batch_df.unpersist()
+        batch.unpersist()
     log.info("gold batch %d: %d changes applied to %d tables, %d stale, %d quarantined", batch_id, total.applied,
              len(total.tables), total.stale, total.quarantined)
     return total

@@ -6,6 +6,7 @@ Local layout (the embedded default)::
     <warehouse>/silver/{changes,quarantine,heartbeats,ddl_log}
     <warehouse>/gold/<mirror>             one mirror per source table (live rows only)
     <warehouse>/gold/_tombstones/<mirror> deleted keys and their sequence (no resurrection)
+    <warehouse>/gold/_applied/<mirror>    ids of changes applied to a keyless (multiset) mirror
     <warehouse>/_checkpoints/<stage>/<name>
 
 Source table names come from messages, so they are hostile until proven otherwise:
@@ -108,9 +109,16 @@ class Warehouse:
         return self._ref("gold", safe_name(mirror_name))
 
     def tombstones(self, mirror_name: str) -> TableRef:
+        return self._gold_side("tombstones", mirror_name)
+
+    def applied_changes(self, mirror_name: str) -> TableRef:
+        """Ids of the changes applied to a keyless mirror (a redelivered copy is applied once)."""
+        return self._gold_side("applied", mirror_name)
+
+    def _gold_side(self, kind: str, mirror_name: str) -> TableRef:
         if self.catalog:
-            return TableRef(name=f"{self.catalog}.{self.schema}.gold_tombstones_{safe_name(mirror_name)}")
-        return TableRef(path=f"{self.root}/gold/_tombstones/{safe_name(mirror_name)}")
+            return TableRef(name=f"{self.catalog}.{self.schema}.gold_{kind}_{safe_name(mirror_name)}")
+        return TableRef(path=f"{self.root}/gold/_{kind}/{safe_name(mirror_name)}")
 
     def checkpoint(self, stage: str, name: str) -> str:
         return f"{self.checkpoint_root}/{stage}/{safe_name(name)}"

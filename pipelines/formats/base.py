@@ -133,6 +133,8 @@ class Decoder(ABC):
     type_mapping: ClassVar[str]  # how it maps source types to canonical values
     quirks: ClassVar[tuple[str, ...]] = ()  # "quirk handled (seed NNN)"
     binary: ClassVar[bool] = False  # True for Avro formats: the message is not text
+    #: True where a field missing from a full image means NULL, not a dropped column (documents).
+    schemaless: ClassVar[bool] = False
 
     @abstractmethod
     def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:

@@ -358,6 +358,7 @@ def _update_fields(value: dict) -> tuple[dict, list[str]] | None:
 
 class DrsMongoDecoder(JsonDecoder):
     format_id = "drs_mongo"
+    schemaless = True  # a document may lack any field (seed 003): gold never reads that as DROP COLUMN
     seeds = "003"
     ordering = "clusterTime 'seconds:increment' then the DRS id: (seconds, increment, id)"
     table_and_key = "db, coll; the key is always _id"

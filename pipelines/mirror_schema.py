@@ -1,0 +1,414 @@
+"""The mirror's columns, and how they follow the source table's schema.
+
+Schema changes are read from the row images and the types messages state, not parsed from DDL
+text: several formats deliver no DDL at all (Debezium, DataWorks Kafka, Mongo), and DDL dialects
+differ. ``silver.ddl_log`` keeps the statements for people.
+
+====================  =====================================================================
+ADD COLUMN            always evolves the mirror; older rows read NULL.
+type widening         always evolves where Delta's type widening allows it: INT → BIGINT,
+                      DOUBLE or a DECIMAL wide enough; DECIMAL(p,s) → more digits on both
+                      sides; DATE → TIMESTAMP_NTZ.
+narrowing             a new type whose values all fit the mirror's type (BIGINT → INT,
+                      DECIMAL(38,24) → DECIMAL(10,2), anything → a text column).
+retype                an unrelated type (VARCHAR → INT, INT → DATETIME).
+DROP COLUMN           a full after-image newer than the column's first incremental sighting
+                      no longer carries it (formats whose documents may lack fields never
+                      count: ``Decoder.schemaless``).
+RENAME COLUMN         in the same images one column disappears and one of the same type
+                      appears (one pair per batch; several at once read as drops and adds).
+====================  =====================================================================
+
+The last four follow the table's ``schema_changes`` policy:
+
+* ``fail`` (the default): the stream stops, naming the table, the column and the setting. The
+  micro-batch is not committed, so after the policy is edited a restart applies it, nothing lost.
+* ``quarantine``: the changes that show the schema change go to quarantine with the reason; the
+  table's other changes apply.
+* ``evolve``: narrowing keeps the mirror's wider type; retype turns the column into text (its
+  values rewritten as canonical text); DROP drops the mirror column and RENAME renames it (Delta
+  column mapping by name: a streaming read of the mirror's change feed stops at that version).
+* ``ignore``: the mirror keeps its shape. Values convert to the mirror's type (one that does not
+  fit is quarantined, as always); a dropped column keeps the values it had and full images no
+  longer write it (rows inserted later read NULL there).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+
+from pipelines.values import spark_type
+from pipelines.warehouse import TableRef, quote_ident
+
+log = logging.getLogger(__name__)
+
+SCHEMA_POLICIES = ("fail", "quarantine", "evolve", "ignore")
+DEFAULT_SCHEMA_POLICY = "fail"
+
+LINEAGE_DDL = (
+    ("_seq", "STRING"), ("_queue_pos", "STRING"), ("_op", "STRING"), ("_event_time", "TIMESTAMP"),
+    ("_source", "STRING"), ("_format", "STRING"), ("_position", "STRING"), ("_ingest_time", "TIMESTAMP"),
+)
+LINEAGE_COLUMNS = tuple(name for name, _ in LINEAGE_DDL)
+#: The identity of a row of a table without a key (multiset): the change that inserted it.
+ROW_ID_COLUMN = "_row_id"
+SYSTEM_COLUMNS = (*LINEAGE_COLUMNS, ROW_ID_COLUMN)
+SOURCE_TYPE_PREFIX = "source type: "
+#: Source type recorded for a column the ``evolve`` policy turned into text.
+TEXT_SOURCE_TYPE = "text"
+SINCE_PROPERTY = "lakecdc.column_since"  # column → lowest sequence of an incremental change carrying it
+DROPPED_PROPERTY = "lakecdc.dropped_columns"  # column → sequence of the first image without it
+RENAMED_PROPERTY = "lakecdc.renamed_columns"  # old name → new name
+
+#: SQL over a silver change: its after-image is the whole row.
+FULL_IMAGE_SQL = "(op IN ('INSERT', 'SNAPSHOT') OR (op = 'UPDATE' AND changed IS NULL)) AND after IS NOT NULL"
+
+
+class SchemaChangeError(RuntimeError):
+    """A schema change the table's policy says to stop on."""
+
+
+def q(name: str) -> str:
+    return quote_ident(name)
+
+
+def sql_str(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def lit(text: str) -> str:
+    return "'" + sql_str(text) + "'"
+
+
+def table_properties(spark, ref: TableRef) -> dict[str, str]:
+    rows = spark.sql(f"SHOW TBLPROPERTIES {ref.sql}").collect()
+    return {r["key"]: r["value"] for r in rows}
+
+
+def mirror_schema(spark, ref: TableRef) -> dict[str, tuple[str, str | None]]:
+    """Existing mirror columns: name → (Spark type, source type from the column comment)."""
+    if not ref.exists(spark):
+        return {}
+    out = {}
+    for f in ref.read(spark).schema.fields:
+        comment = f.metadata.get("comment", "")
+        src = comment[len(SOURCE_TYPE_PREFIX):] if comment.startswith(SOURCE_TYPE_PREFIX) else None
+        out[f.name] = (f.dataType.simpleString(), src)
+    return out
+
+
+def column_ddl(name: str, source_type: str | None) -> str:
+    return f"{q(name)} {spark_type(source_type)} COMMENT {lit(SOURCE_TYPE_PREFIX + (source_type or ''))}"
+
+
+# ---------------------------------------------------------------- what a batch says
+
+
+@dataclass
+class ColumnSighting:
+    """One column as a batch's images carry it."""
+    types: set[str] = field(default_factory=set)  # source types the messages state
+    first_seq: str | None = None  # lowest non-empty sequence of a change carrying it
+    last_seq: str | None = None  # highest one
+
+
+@dataclass(frozen=True)
+class ImageShape:
+    """The column set of a batch's full after-images with a sequence, and the range of those sequences."""
+    columns: frozenset[str]
+    first_seq: str
+    last_seq: str
+
+
+@dataclass
+class MirrorShape:
+    """What gold needs to know about the mirror for one batch."""
+    columns: dict[str, str | None]  # column → source type (key and data columns, mirror order)
+    keyless: bool = False
+    unwritten: set[str] = field(default_factory=set)  # dropped columns the ignore policy keeps
+    renames: dict[str, str] = field(default_factory=dict)  # old name → new name, for older images
+    rejects: list[tuple[str, str]] = field(default_factory=list)  # (SQL predicate on a change, reason)
+
+
+# ---------------------------------------------------------------- type relations
+
+_INT_DIGITS = {"int": 10, "bigint": 20}
+_DECIMAL_RE = re.compile(r"decimal\((\d+),(\d+)\)")
+
+
+def _decimal_args(t: str) -> tuple[int, int] | None:
+    m = _DECIMAL_RE.fullmatch(t)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def widens(old: str, new: str) -> bool:
+    """Delta type widening can change a column from ``old`` to ``new`` (Spark type names)."""
+    old, new = old.lower().replace(" ", ""), new.lower().replace(" ", "")
+    if old == new:
+        return False
+    if old == "int" and new in ("bigint", "double"):
+        return True
+    if old == "date" and new == "timestamp_ntz":
+        return True
+    dn = _decimal_args(new)
+    if dn is None:
+        return False
+    if old in _INT_DIGITS:
+        return dn[0] - dn[1] >= _INT_DIGITS[old]
+    do = _decimal_args(old)
+    return do is not None and dn[1] >= do[1] and dn[0] - dn[1] >= do[0] - do[1]
+
+
+def fits(new: str, old: str) -> bool:
+    """Every value of Spark type ``new`` is exactly representable in a column of type ``old``."""
+    return old.lower() == "string" or new.lower().replace(" ", "") == old.lower().replace(" ", "") or widens(new, old)
+
+
+# ---------------------------------------------------------------- shaping the mirror
+
+
+@dataclass
+class MirrorIdentity:
+    source_table: str
+    mirror_name: str
+    ref: TableRef
+    tombstones: TableRef
+    policy: str = DEFAULT_SCHEMA_POLICY
+
+
+def shape_mirror(spark, ident: MirrorIdentity, key: tuple[str, ...], configured: dict[str, str],
+                 sightings: dict[str, ColumnSighting], shapes: list[ImageShape], schemaless: bool,
+                 keyless: bool) -> MirrorShape:
+    """Create the mirror or follow the source's schema changes (see the module table)."""
+    existing = mirror_schema(spark, ident.ref)
+    if not existing:
+        return _create(spark, ident, key, configured, sightings, keyless)
+    props = table_properties(spark, ident.ref)
+    evolution = _Evolution(spark, ident, props, existing, key, configured, sightings, schemaless)
+    evolution.run(shapes)
+    return evolution.shape
+
+
+def _wanted_type(column: str, configured: dict[str, str], sightings: dict[str, ColumnSighting]) -> str | None:
+    if configured.get(column):
+        return configured[column]
+    types = sorted(sightings[column].types) if column in sightings else []
+    return types[0] if types else None
+
+
+def _create(spark, ident: MirrorIdentity, key, configured, sightings, keyless: bool) -> MirrorShape:
+    columns: dict[str, str | None] = {}
+    for c in [*configured, *sorted(set(sightings) - set(configured))]:
+        columns[c] = _wanted_type(c, configured, sightings)
+    for k in key:
+        columns.setdefault(k, _wanted_type(k, configured, sightings))
+    since = {c: s.first_seq for c, s in sightings.items() if s.first_seq}
+    props = {"lakecdc.source_table": ident.source_table, "lakecdc.mirror_name": ident.mirror_name,
+             "lakecdc.key": ",".join(key), "delta.enableChangeDataFeed": "true",
+             "delta.enableTypeWidening": "true", SINCE_PROPERTY: json.dumps(since, sort_keys=True)}
+    cols = [column_ddl(c, t) for c, t in columns.items()] + [f"{n} {t}" for n, t in LINEAGE_DDL]
+    if keyless:
+        cols.append(f"{ROW_ID_COLUMN} STRING")
+    prop_sql = ", ".join(f"{lit(k)} = {lit(v)}" for k, v in props.items())
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {ident.ref.sql} ({', '.join(cols)}) USING DELTA TBLPROPERTIES ({prop_sql})")
+    if not keyless:
+        key_cols = [column_ddl(c, columns.get(c)) for c in key]
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {ident.tombstones.sql} ({', '.join(key_cols)}, _seq STRING, "
+                  f"_queue_pos STRING, _event_time TIMESTAMP) USING DELTA "
+                  f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+    return MirrorShape(columns=columns, keyless=keyless)
+
+
+class _Evolution:
+    """One batch's comparison of an existing mirror with what the messages carry."""
+
+    def __init__(self, spark, ident: MirrorIdentity, props: dict[str, str], existing, key, configured, sightings,
+                 schemaless: bool) -> None:
+        self.spark, self.ident, self.key = spark, ident, tuple(key)
+        self.configured, self.sightings, self.schemaless = configured, sightings, schemaless
+        self.spark_types = {c: t for c, (t, _src) in existing.items() if c not in SYSTEM_COLUMNS}
+        self.shape = MirrorShape(columns={c: src for c, (_t, src) in existing.items() if c not in SYSTEM_COLUMNS},
+                                 keyless=ROW_ID_COLUMN in existing)
+        self.since: dict[str, str] = json.loads(props.get(SINCE_PROPERTY) or "{}")
+        self.dropped: dict[str, str] = json.loads(props.get(DROPPED_PROPERTY) or "{}")
+        self.shape.renames = json.loads(props.get(RENAMED_PROPERTY) or "{}")
+        self.props_before = (dict(self.since), dict(self.dropped), dict(self.shape.renames))
+
+    @property
+    def where(self) -> str:
+        return self.ident.source_table
+
+    def run(self, shapes: list[ImageShape]) -> None:
+        shapes = self._forget_renamed_names(shapes)
+        new = [c for c in self._carried() if c not in self.shape.columns]
+        gone = {} if self.schemaless else self._gone(shapes)
+        renamed = self._rename_pair(gone, new, shapes)
+        if renamed:
+            old, new_name = renamed
+            new.remove(new_name)
+            del gone[old]
+            self._decide(f"column {old!r} renamed to {new_name!r}", predicate=self._lacking_sql(old),
+                         evolve=lambda: self._rename(old, new_name), ignore=lambda: self._ignore_rename(old, new_name))
+        for column, seq in sorted(gone.items()):
+            self._decide(f"column {column!r} dropped (an image of sequence {seq} no longer carries it)",
+                         predicate=self._lacking_sql(column),
+                         evolve=lambda c=column, s=seq: self._drop(c, s),
+                         ignore=lambda c=column: self.shape.unwritten.add(c))
+        if new:
+            self._add(new)
+        for column in sorted(set(self.shape.columns) & set(self.sightings)):
+            if column not in self.configured:
+                self._retype(column)
+        self._remember()
+
+    # -- what the batch carries
+    def _carried(self) -> list[str]:
+        """Columns the batch's images carry, minus names the mirror has dropped for older images."""
+        out = []
+        for c in sorted(self.sightings):
+            if c in self.dropped:
+                last = self.sightings[c].last_seq
+                if not (last and last > self.dropped[c]):
+                    continue  # only older images still carry it
+                log.info("gold: %s: column %r is back (carried at sequence %s)", self.where, c, last)
+                del self.dropped[c]
+            out.append(c)
+        return out
+
+    def _forget_renamed_names(self, shapes: list[ImageShape]) -> list[ImageShape]:
+        """Older images may still carry a renamed column's old name: read it as the new one."""
+        renames = self.shape.renames
+        for old, new in renames.items():
+            if old in self.sightings:
+                moved = self.sightings.pop(old)
+                self.sightings.setdefault(new, ColumnSighting()).types |= moved.types
+        return [ImageShape(frozenset(renames.get(c, c) for c in s.columns), s.first_seq, s.last_seq) for s in shapes]
+
+    def _gone(self, shapes: list[ImageShape]) -> dict[str, str]:
+        """Mirror columns that full images newer than the column's first sighting no longer carry."""
+        gone: dict[str, str] = {}
+        for shape in shapes:
+            for c in self.shape.columns:
+                since = self.since.get(c)
+                if c in self.key or c in self.shape.unwritten or not since or c in shape.columns:
+                    continue
+                if shape.last_seq > since:
+                    gone[c] = max(gone.get(c, ""), shape.last_seq)
+        return gone
+
+    def _rename_pair(self, gone: dict[str, str], new: list[str], shapes: list[ImageShape]) -> tuple[str, str] | None:
+        if len(gone) != 1 or len(new) != 1:
+            return None
+        old, candidate = next(iter(gone)), new[0]
+        new_type = spark_type(_wanted_type(candidate, self.configured, self.sightings))
+        if new_type.lower() != self.spark_types.get(old, "").lower():
+            return None
+        lacking = [s for s in shapes if old not in s.columns and s.last_seq > self.since.get(old, "")]
+        return (old, candidate) if lacking and all(candidate in s.columns for s in lacking) else None
+
+    def _lacking_sql(self, column: str) -> str:
+        return (f"{FULL_IMAGE_SQL} AND NOT map_contains_key(after, {lit(column)}) "
+                f"AND seq > {lit(self.since.get(column, ''))}")
+
+    # -- the policy
+    def _decide(self, what: str, predicate: str, evolve, ignore) -> None:
+        policy = self.ident.policy
+        if policy == "fail":
+            raise SchemaChangeError(
+                f"gold: {self.where}: {what}. The table's schema_changes policy is fail: set "
+                f"tables.{self.where}.schema_changes (or the top-level schema_changes) to evolve, ignore or "
+                f"quarantine and run again; this micro-batch was not applied")
+        if policy == "quarantine":
+            self.shape.rejects.append((predicate, f"schema change: {what} (schema_changes: quarantine)"))
+        elif policy == "evolve":
+            evolve()
+        else:
+            ignore()
+        log.warning("gold: %s: %s; policy %s", self.where, what, policy)
+
+    # -- the changes to the mirror
+    def _alter(self, sql: str) -> None:
+        self.spark.sql(f"ALTER TABLE {self.ident.ref.sql} {sql}")
+
+    def _column_mapping(self) -> None:
+        self._alter("SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
+                    "'delta.minWriterVersion' = '5')")
+
+    def _add(self, new: list[str]) -> None:
+        types = {c: _wanted_type(c, self.configured, self.sightings) for c in new}
+        log.info("gold: %s gains columns %s", self.where, ", ".join(new))
+        self._alter(f"ADD COLUMNS ({', '.join(column_ddl(c, t) for c, t in types.items())})")
+        self.shape.columns.update(types)
+        self.spark_types.update({c: spark_type(t).lower() for c, t in types.items()})
+
+    def _drop(self, column: str, seq: str) -> None:
+        self._column_mapping()
+        self._alter(f"DROP COLUMN {q(column)}")
+        del self.shape.columns[column]
+        self.since.pop(column, None)
+        self.dropped[column] = seq
+
+    def _rename(self, old: str, new: str) -> None:
+        self._column_mapping()
+        self._alter(f"RENAME COLUMN {q(old)} TO {q(new)}")
+        self.shape.columns = {(new if c == old else c): t for c, t in self.shape.columns.items()}
+        self.spark_types[new] = self.spark_types.pop(old)
+        self.since[new] = self.since.pop(old, "") or (self.sightings[new].first_seq or "")
+        self.shape.renames = {o: (new if n == old else n) for o, n in self.shape.renames.items()}
+        self.shape.renames[old] = new
+        self.sightings.pop(old, None)
+
+    def _ignore_rename(self, old: str, new: str) -> None:
+        self.shape.unwritten.add(old)
+        self._add([new])
+
+    def _retype(self, column: str) -> None:
+        """Follow the types the messages state for a column the configuration does not type."""
+        for source_type in sorted(self.sightings[column].types):
+            old, new = self.spark_types[column], spark_type(source_type).lower()
+            if new.replace(" ", "") == old.replace(" ", ""):
+                continue
+            if widens(old, new):
+                log.info("gold: %s: column %r widens %s → %s", self.where, column, old, new)
+                tables = [self.ident.ref] + ([self.ident.tombstones] if column in self.key else [])
+                for ref in tables:  # a key column's tombstones widen with it
+                    self.spark.sql(f"ALTER TABLE {ref.sql} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+                    self.spark.sql(f"ALTER TABLE {ref.sql} ALTER COLUMN {q(column)} TYPE {new.upper()}")
+                self._alter(f"ALTER COLUMN {q(column)} COMMENT {lit(SOURCE_TYPE_PREFIX + source_type)}")
+                self.shape.columns[column], self.spark_types[column] = source_type, new
+                continue
+            kind = "narrowed" if fits(new, old) else "retyped"
+            if kind == "retyped" and column in self.key and self.ident.policy == "evolve":
+                raise SchemaChangeError(f"gold: {self.where}: key column {column!r} changed type from {old} to "
+                                        f"{new}; a key cannot become text in place: rebuild the mirror from bronze")
+            predicate = f"{lit(source_type)} <=> col_types[{lit(column)}]"
+            self._decide(f"column {column!r} {kind} from {old} to {new} (source type {source_type})", predicate,
+                         evolve=(lambda: None) if kind == "narrowed" else (lambda c=column: self._as_text(c)),
+                         ignore=lambda: None)
+
+    def _as_text(self, column: str) -> None:
+        """Rewrite one column as canonical text (``evolve`` of an unrelated type change)."""
+        from pyspark.sql import functions as F
+
+        from pipelines.gold import export_expr
+
+        df = self.ident.ref.read(self.spark)
+        text = F.expr(export_expr(column, self.spark_types[column])).alias(
+            column, metadata={"comment": SOURCE_TYPE_PREFIX + TEXT_SOURCE_TYPE})
+        rewritten = df.withColumn(column, text)  # one commit: the values and the comment together
+        self.ident.ref.save(rewritten.write.format("delta").mode("overwrite").option("overwriteSchema", "true"))
+        self.shape.columns[column], self.spark_types[column] = TEXT_SOURCE_TYPE, "string"
+
+    def _remember(self) -> None:
+        """Record first sightings, drops and renames as table properties (they outlive the batch)."""
+        for c, s in self.sightings.items():
+            if c in self.shape.columns and s.first_seq and (c not in self.since or s.first_seq < self.since[c]):
+                self.since[c] = s.first_seq
+        now = (self.since, self.dropped, self.shape.renames)
+        if now != self.props_before:
+            values = {SINCE_PROPERTY: self.since, DROPPED_PROPERTY: self.dropped, RENAMED_PROPERTY: self.shape.renames}
+            self._alter("SET TBLPROPERTIES (" + ", ".join(f"{lit(k)} = {lit(json.dumps(v, sort_keys=True))}"
+                                                          for k, v in values.items()) + ")")
+

@@ -1,0 +1,230 @@
+"""Gold semantics on real Delta tables, batch by batch: tables without a key (multiset), schema
+changes under each ``schema_changes`` policy, and the one-job profile of a many-table batch.
+
+Changes are written as Canal messages (it states each column's MySQL type and its key), decoded
+by the real decoder and applied with :func:`pipelines.gold.apply_gold_batch`, one call per
+micro-batch, as the stream would.
+"""
+from __future__ import annotations
+
+import pytest
+
+from pipelines.config import parse_config
+from pipelines.export import export_warehouse
+from pipelines.formats import get_decoder
+from pipelines.formats.base import Change
+from pipelines.gold import SOURCE_TABLE, SchemaChangeError, apply_gold_batch, profile_batch, source_table_col, \
+    with_order
+from pipelines.model import MirrorModel
+from pipelines.silver import decode_frame, ensure_silver
+from pipelines.warehouse import Warehouse
+
+FMT = "oms_canal"
+TYPES = {"id": "bigint", "a": "int", "b": "varchar(16)", "d": "decimal(10,2)"}
+
+
+def change(op: str, n: int, before=None, after=None, types=None, key=("id",), table="t") -> Change:
+    """A change of shop.<table> at sequence n (Canal's batch id)."""
+    types = dict(TYPES if types is None else types)
+    cols = set(before or {}) | set(after or {})
+    return Change(op=op, db="shop", table=table, key_columns=key, before=before, after=after,
+                  col_types={c: t for c, t in types.items() if c in cols}, seq=(1_700_000_000_000 + n,),
+                  event_time="2023-11-14T22:13:20Z")
+
+
+class Gold:
+    """A warehouse and its silver tables; ``apply`` runs one gold micro-batch of changes."""
+
+    def __init__(self, spark, tmp_path, **table_options):
+        doc = {"warehouse": str(tmp_path / "wh"), "quality_checks": False,
+               "sources": [{"name": "s", "format": FMT, "path": str(tmp_path / "none")}]}
+        if table_options:
+            doc["tables"] = {"shop.t": table_options}
+        self.spark, self.cfg = spark, parse_config(doc)
+        self.wh = Warehouse.from_config(self.cfg)
+        ensure_silver(spark, self.wh)
+        self.batches = 0
+
+    def frame(self, changes: list[Change]):
+        ctx = self.cfg.decode_context(FMT)
+        encoder = get_decoder(FMT)
+        rows = [("s", FMT, encoder.encode(ch, ctx), f"file:/x#{self.batches}.{i}",
+                 f"{self.batches:06d}{i:06d}", None) for i, ch in enumerate(changes)]
+        bronze = self.spark.createDataFrame(
+            rows, "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP")
+        return decode_frame(bronze, self.cfg).where("kind = 'change'").drop("kind")
+
+    def apply(self, changes: list[Change]):
+        stats = apply_gold_batch(self.spark, self.frame(changes), self.batches, self.cfg, self.wh, "app-test")
+        self.batches += 1
+        return stats
+
+    def rows(self, table: str = "shop.t") -> list[dict]:
+        return export_warehouse(self.spark, self.wh).get(table, [])
+
+    def mirror(self, table: str = "shop.t"):
+        return self.wh.mirror(table).read(self.spark)
+
+    def quarantine(self):
+        return self.wh.silver("quarantine").read(self.spark).where("stage = 'gold'").collect()
+
+
+def _multiset(rows: list[dict]) -> list[tuple]:
+    return sorted(tuple(sorted(r.items())) for r in rows)
+
+
+# ---------------------------------------------------------------- keyless tables
+
+
+def test_a_table_without_a_key_is_a_multiset(spark, tmp_path):
+    types = {"a": "int", "b": "varchar(16)"}
+    x, y, z = {"a": "1", "b": "x"}, {"a": "2", "b": "y"}, {"a": "3", "b": "z"}
+    first = [change("INSERT", 1, after=x, types=types, key=()), change("INSERT", 2, after=x, types=types, key=()),
+             change("INSERT", 3, after=y, types=types, key=())]
+    second = [change("DELETE", 4, before=x, types=types, key=()),
+              change("UPDATE", 5, before=y, after=z, types=types, key=()),
+              first[2]]  # a redelivered copy of an insert the first batch applied
+    gold = Gold(spark, tmp_path)
+    assert gold.apply(first).applied == 3
+    stats = gold.apply(second + [second[0]])  # ... and a copy of this batch's delete
+    assert (stats.applied, stats.stale) == (2, 2)
+    expected = MirrorModel().add_all(first + second[:2]).rows("shop.t")
+    assert _multiset(gold.rows()) == _multiset([{"a": 1, "b": "x"}, {"a": 3, "b": "z"}]) == _multiset(
+        [{"a": int(r["a"]), "b": r["b"]} for r in expected])
+    row_ids = [r["_row_id"] for r in gold.mirror().collect()]
+    assert len(set(row_ids)) == 2 and all(row_ids), "every row has its own id: the change that inserted it"
+
+    gold.apply(second)  # the whole second batch delivered again later
+    assert _multiset(gold.rows()) == _multiset([{"a": 1, "b": "x"}, {"a": 3, "b": "z"}])
+    assert "_row_id" not in gold.rows()[0], "the row id is a system column, not exported"
+
+
+def test_keyless_delete_takes_only_a_copy_that_exists_at_its_sequence(spark, tmp_path):
+    types = {"a": "int", "b": "varchar(16)"}
+    x = {"a": "1", "b": "x"}
+    gold = Gold(spark, tmp_path)
+    # one batch, arriving out of order: the second insert (seq 3) comes after the delete (seq 2)
+    gold.apply([change("INSERT", 3, after=x, types=types, key=()), change("DELETE", 2, before=x, types=types, key=()),
+                change("INSERT", 1, after=x, types=types, key=())])
+    assert gold.rows() == [{"a": 1, "b": "x"}]
+
+
+# ---------------------------------------------------------------- schema changes
+
+
+def _row(n: int, **values) -> dict:
+    return {"id": str(n), **values}
+
+
+def test_delta_allowed_widening_evolves_the_mirror(spark, tmp_path):
+    gold = Gold(spark, tmp_path)
+    gold.apply([change("INSERT", 1, after=_row(1, a="7", d="12345678.91"))])
+    wide = {"id": "bigint", "a": "bigint", "d": "decimal(20,4)"}
+    gold.apply([change("INSERT", 2, after=_row(2, a="5000000000", d="1234567890123456.1234"), types=wide)])
+    types = {f.name: f.dataType.simpleString() for f in gold.mirror().schema.fields}
+    assert (types["a"], types["d"]) == ("bigint", "decimal(20,4)")
+    assert gold.rows() == [{"id": 1, "a": 7, "d": "12345678.9100"},
+                           {"id": 2, "a": 5000000000, "d": "1234567890123456.1234"}]
+    assert gold.quarantine() == []
+
+
+def _drop_b(gold: Gold) -> None:
+    gold.apply([change("INSERT", 1, after=_row(1, a="1", b="kept")), change("INSERT", 2, after=_row(2, a="2", b="two"))])
+
+
+def test_a_dropped_column_stops_the_stream_by_default(spark, tmp_path):
+    gold = Gold(spark, tmp_path)
+    _drop_b(gold)
+    with pytest.raises(SchemaChangeError, match=r"column 'b' dropped.*tables\.shop\.t\.schema_changes"):
+        gold.apply([change("UPDATE", 3, before=_row(2, a="2"), after=_row(2, a="20"))])
+    assert gold.rows() == [{"id": 1, "a": 1, "b": "kept"}, {"id": 2, "a": 2, "b": "two"}], "nothing applied"
+
+
+def test_a_dropped_column_under_quarantine(spark, tmp_path):
+    gold = Gold(spark, tmp_path, schema_changes="quarantine")
+    _drop_b(gold)
+    stats = gold.apply([change("UPDATE", 3, before=_row(2, a="2"), after=_row(2, a="20")),
+                        change("INSERT", 4, after=_row(4, a="4", b="carried"))])
+    assert (stats.applied, stats.quarantined) == (1, 1)
+    [bad] = gold.quarantine()
+    assert "schema change: column 'b' dropped" in bad["reason"] and bad["bronze_position"].startswith("file:")
+    assert gold.rows()[1] == {"id": 2, "a": 2, "b": "two"}, "not set to NULL"
+
+
+def test_a_dropped_column_under_evolve_leaves_the_mirror_and_stays_gone(spark, tmp_path):
+    gold = Gold(spark, tmp_path, schema_changes="evolve")
+    _drop_b(gold)
+    gold.apply([change("UPDATE", 5, before=_row(2, a="2"), after=_row(2, a="20"))])
+    assert gold.rows() == [{"id": 1, "a": 1}, {"id": 2, "a": 20}]
+    # a late change from before the drop still carries b: it applies, and b stays dropped
+    gold.apply([change("UPDATE", 3, before=_row(1, a="1", b="kept"), after=_row(1, a="10", b="late"))])
+    assert gold.rows() == [{"id": 1, "a": 10}, {"id": 2, "a": 20}]
+
+
+def test_a_dropped_column_under_ignore_keeps_its_values(spark, tmp_path):
+    gold = Gold(spark, tmp_path, schema_changes="ignore")
+    _drop_b(gold)
+    gold.apply([change("UPDATE", 3, before=_row(1, a="1"), after=_row(1, a="10")),
+                change("INSERT", 4, after=_row(4, a="4"))])
+    assert gold.rows() == [{"id": 1, "a": 10, "b": "kept"}, {"id": 2, "a": 2, "b": "two"},
+                           {"id": 4, "a": 4, "b": None}]
+
+
+def test_a_renamed_column_under_evolve_keeps_its_values(spark, tmp_path):
+    gold = Gold(spark, tmp_path, schema_changes="evolve")
+    _drop_b(gold)
+    types = {"id": "bigint", "a": "int", "c": "varchar(16)"}
+    gold.apply([change("UPDATE", 5, before=_row(2, a="2", c="two"), after=_row(2, a="20", c="two"), types=types)])
+    assert gold.rows() == [{"id": 1, "a": 1, "c": "kept"}, {"id": 2, "a": 20, "c": "two"}]
+    # an older image still names it b: read as c
+    gold.apply([change("UPDATE", 3, before=_row(1, a="1", b="kept"), after=_row(1, a="1", b="renamed late"))])
+    assert gold.rows()[0] == {"id": 1, "a": 1, "c": "renamed late"}
+
+
+def test_an_unrelated_type_under_evolve_becomes_text_and_narrowing_keeps_the_wider_type(spark, tmp_path):
+    types = {"id": "bigint", "a": "datetime", "d": "decimal(12,2)"}  # every INT fits DECIMAL(12,2)
+    gold = Gold(spark, tmp_path, schema_changes="evolve")
+    gold.apply([change("INSERT", 1, after=_row(1, a="2023-11-14T22:13:20.5", d="1.50"), types=types)])
+    gold.apply([change("INSERT", 2, after=_row(2, a="42", d="7"), types={"id": "bigint", "a": "int", "d": "int"})])
+    fields = {f.name: f.dataType.simpleString() for f in gold.mirror().schema.fields}
+    assert (fields["a"], fields["d"]) == ("string", "decimal(12,2)")
+    assert gold.rows() == [{"id": 1, "a": "2023-11-14T22:13:20.5", "d": "1.50"}, {"id": 2, "a": "42", "d": "7.00"}]
+
+
+def test_narrowing_stops_the_stream_by_default(spark, tmp_path):
+    gold = Gold(spark, tmp_path)
+    gold.apply([change("INSERT", 1, after=_row(1, a="5"), types={"id": "bigint", "a": "bigint"})])
+    with pytest.raises(SchemaChangeError, match=r"column 'a' narrowed from bigint to int"):
+        gold.apply([change("INSERT", 2, after=_row(2, a="7"))])
+
+
+# ---------------------------------------------------------------- fan-out
+
+
+def _jobs(spark, fn, group: str) -> int:
+    """The number of Spark jobs ``fn`` runs (the status tracker keeps finished jobs per group)."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, "count the jobs of one call")
+    try:
+        fn()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_the_batch_profile_costs_the_same_jobs_for_one_table_or_many(spark, tmp_path):
+    gold = Gold(spark, tmp_path)
+
+    def batch(tables: int):
+        changes = [change("INSERT", i, after=_row(i, a=str(i)), table=f"t{i % tables}") for i in range(12)]
+        return with_order(gold.frame(changes).withColumn(SOURCE_TABLE, source_table_col())).cache()
+
+    one, six = batch(1), batch(6)
+    one.count(), six.count()
+    profiles = {}
+    jobs_one = _jobs(spark, lambda: profiles.update(one=profile_batch(one)), f"profile-one-{tmp_path.name}")
+    jobs_six = _jobs(spark, lambda: profiles.update(six=profile_batch(six)), f"profile-six-{tmp_path.name}")
+    assert sorted(profiles["six"]) == [f"shop.t{i}" for i in range(6)]
+    assert all(p.key == ("id",) and set(p.columns) == {"id", "a"} for p in profiles["six"].values())
+    assert sum(p.changes for p in profiles["six"].values()) == 12
+    assert jobs_one == jobs_six, (jobs_one, jobs_six)
