@@ -20,6 +20,7 @@ See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
         columns: {id: bigint, amount: "decimal(38,24)", note: varchar(64)}
         target: shop.orders         # mirror name (default: the same)
         schema_changes: fail        # DROP/RENAME/narrowing: fail | quarantine | evolve | ignore
+        history: false              # true: also keep an SCD type 2 history (valid from/to)
         expectations:               # Great Expectations rules: warn | drop | fail
           - {name: amount_positive, expect: between, column: amount, min: 0, action: drop}
 """
@@ -79,6 +80,7 @@ class TableConfig:
     target: str | None = None
     expectations: tuple = ()  # pipelines.quality.Rule, validated at load
     schema_changes: str | None = None  # DROP/RENAME/narrowing policy; None: the top-level one
+    history: bool = False  # keep an SCD type 2 history next to the mirror (pipelines.history)
 
 
 @dataclass(frozen=True)
@@ -261,7 +263,7 @@ class _Validator:
 
     def table(self, name: str, raw: Any, where: str) -> TableConfig:
         t = self.mapping(raw or {}, where)
-        self.only(t, where, {"key", "columns", "target", "expectations", "schema_changes"})
+        self.only(t, where, {"key", "columns", "target", "expectations", "schema_changes", "history"})
         if "." not in name:
             self.fail(where, "table names are <db>.<table> as the messages name them")
         key = t.get("key") or []
@@ -277,7 +279,7 @@ class _Validator:
         rules = tuple(parse_expectations(t.get("expectations"), f"{self.origin}: {where}.expectations"))
         policy = self.schema_policy(t["schema_changes"], f"{where}.schema_changes") if "schema_changes" in t else None
         return TableConfig(name=name, key=key, columns=columns, target=t.get("target"), expectations=rules,
-                           schema_changes=policy)
+                           schema_changes=policy, history=self.boolean(t.get("history", False), f"{where}.history"))
 
 
 def resolve_secret(value: str) -> str:

@@ -39,7 +39,7 @@ from pipelines.mirror_schema import (
     ImageShape, MirrorIdentity, MirrorShape, SchemaChangeError, lit, mirror_schema, q, shape_mirror, table_properties,
 )
 from pipelines.values import family, parse_type, spark_type
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import TableRef, Warehouse
 
 log = logging.getLogger(__name__)
 
@@ -220,10 +220,13 @@ def apply_table(spark, changes, profile: TableProfile, cfg: PipelineConfig, wh: 
         from pipelines.quality import current_version
 
         version_before = current_version(spark, ident.ref) if cfg.quality_checks and key else None
+        history = wh.history(mirror_name) if tc and tc.history else None
         if shape.keyless:
+            if history is not None:
+                log.warning("gold: %s has no key: no SCD type 2 history (a version needs a key)", profile.name)
             apply_multiset(spark, good, shape, ident, wh, app_id, batch_id, stats)
         else:
-            apply_keyed(spark, good, shape, key, ident, app_id, batch_id, stats)
+            apply_keyed(spark, good, shape, key, ident, app_id, batch_id, stats, history)
         if version_before is not None:
             _cdc_batch_checks(spark, mirror_name, ident.ref, key, good, shape.columns, version_before, wh, app_id,
                               batch_id)
@@ -314,8 +317,9 @@ def _typed(image_sql: str, column: str, source_type: str | None) -> str:
 
 
 def apply_keyed(spark, changes, shape: MirrorShape, key: tuple[str, ...], ident: MirrorIdentity, app_id: str,
-                batch_id: int, stats: GoldStats) -> None:
-    """Order, drop stale changes, fold per key, MERGE the mirror and its tombstones."""
+                batch_id: int, stats: GoldStats, history: TableRef | None = None) -> None:
+    """Order, drop stale changes, fold per key, MERGE the mirror and its tombstones (and the
+    SCD type 2 history, where configured)."""
     from pyspark.sql import functions as F
 
     columns = shape.columns
@@ -347,18 +351,36 @@ def apply_keyed(spark, changes, shape: MirrorShape, key: tuple[str, ...], ident:
             F.count_if("stale").alias("stale"), F.count_if(~F.col("stale")).alias("applied")).first()
         stats.stale += counts["stale"] or 0
         stats.applied = counts["applied"] or 0
-        source_df = fold_per_key(rows.where(~F.col("stale")), key, shape)
-        merge_keyed(spark, source_df, key, shape, ident, app_id, batch_id)
+        fresh = rows.where(~F.col("stale"))
+        if history is not None:
+            from pipelines.history import merge_history
+
+            merge_history(spark, fresh, key, shape, history, ident.ref, f"{app_id}-h-{ident.mirror_name}", batch_id)
+        merge_keyed(spark, fold_per_key(fresh, key, shape), key, shape, ident, app_id, batch_id)
     finally:
         rows.unpersist()
 
 
-def fold_per_key(rows, key: tuple[str, ...], shape: MirrorShape):
-    """One row per key: its last state (``live``, each data column's value ``v<i>`` and whether the
-    batch wrote it ``p<i>``) and the lineage of its last change."""
+#: The state of one key while its changes fold: live or deleted, whether a full image has been
+#: seen (then every column is known), and the image so far (canonical text).
+FOLD_START = f"named_struct('live', false, 'full', false, 'img', {EMPTY_MAP})"
+
+
+def fold_step(prev: str) -> str:
+    """SQL of the state after change ``c`` (a partial UPDATE overlays; anything else replaces)."""
+    return f"""named_struct(
+        'live', c.op != 'DELETE',
+        'full', NOT c.partial OR {prev}.full,
+        'img', CASE WHEN c.op = 'DELETE' THEN {EMPTY_MAP}
+                    WHEN c.partial THEN map_concat({prev}.img, c.after)
+                    ELSE c.after END)"""
+
+
+def changes_per_key(rows):
+    """Per key, its changes in order (``chs``: the fields the fold and the lineage need)."""
     from pyspark.sql import functions as F
 
-    folded = rows.groupBy("k").agg(F.collect_list(F.struct(
+    per_key = rows.groupBy("k").agg(F.collect_list(F.struct(
         "ord", "op",
         # A partial UPDATE overlays its columns on its before-image (SharePlex `key`), so a row that
         # moves to a new key keeps the columns the message does not carry.
@@ -366,23 +388,29 @@ def fold_per_key(rows, key: tuple[str, ...], shape: MirrorShape):
                f"coalesce(after, {EMPTY_MAP})) ELSE coalesce(after, {EMPTY_MAP}) END").alias("after"),
         F.expr("op = 'UPDATE' AND changed IS NOT NULL").alias("partial"), "seq", "queue_pos", "event_time",
         "source", "format", "bronze_position", "ingest_time")).alias("chs"))
-    folded = folded.withColumn("chs", F.expr(
+    return per_key.withColumn("chs", F.expr(
         "array_sort(chs, (l, r) -> CASE WHEN l.ord < r.ord THEN -1 WHEN l.ord > r.ord THEN 1 ELSE 0 END)"))
-    folded = folded.selectExpr("k", f"""aggregate(chs,
-        named_struct('live', false, 'full', false, 'img', {EMPTY_MAP}),
-        (acc, c) -> named_struct(
-            'live', c.op != 'DELETE',
-            'full', NOT c.partial OR acc.full,
-            'img', CASE WHEN c.op = 'DELETE' THEN {EMPTY_MAP}
-                        WHEN c.partial THEN map_concat(acc.img, c.after)
-                        ELSE c.after END)) AS st""", "element_at(chs, -1) AS last")
-    select = ["k", "st.live AS live", "st.full AS full"]
-    for i, c in enumerate(_data_columns(shape, key)):
+
+
+def state_columns(state: str, key: tuple[str, ...], shape: MirrorShape) -> list[tuple[str, str]]:
+    """Per data column: (typed value, whether the state writes it) as SQL over ``state``."""
+    out = []
+    for c in _data_columns(shape, key):
         # a dropped column the ignore policy keeps is written only where an image still carries it
-        written = f"map_contains_key(st.img, {lit(c)})" if c in shape.unwritten \
-            else f"(st.full OR map_contains_key(st.img, {lit(c)}))"
-        select.append(f"{_typed('st.img', c, shape.columns.get(c))} AS v{i}")
-        select.append(f"{written} AS p{i}")
+        carried = f"map_contains_key({state}.img, {lit(c)})"
+        out.append((_typed(f"{state}.img", c, shape.columns.get(c)),
+                    carried if c in shape.unwritten else f"({state}.full OR {carried})"))
+    return out
+
+
+def fold_per_key(rows, key: tuple[str, ...], shape: MirrorShape):
+    """One row per key: its last state (``live``, each data column's value ``v<i>`` and whether the
+    batch wrote it ``p<i>``) and the lineage of its last change."""
+    folded = changes_per_key(rows).selectExpr(
+        "k", f"aggregate(chs, {FOLD_START}, (acc, c) -> {fold_step('acc')}) AS st", "element_at(chs, -1) AS last")
+    select = ["k", "st.live AS live", "st.full AS full"]
+    for i, (value, written) in enumerate(state_columns("st", key, shape)):
+        select += [f"{value} AS v{i}", f"{written} AS p{i}"]
     select += ["last.seq AS _seq", "last.queue_pos AS _queue_pos", "CASE WHEN st.live THEN last.op ELSE 'DELETE' END AS _op",
                "last.event_time AS _event_time", "last.source AS _source", "last.format AS _format",
                "last.bronze_position AS _position", "last.ingest_time AS _ingest_time"]

@@ -4,8 +4,14 @@ Independent of Spark and Delta on purpose, so gold can be checked against it. Th
 rule is the plain one: per table, apply row changes in the order of
 ``(seq, arrival)``; an UPDATE with a full image replaces the row, one with a
 partial image (``changed`` set) overlays the columns it carries, a key change
-moves the row, DELETE removes it, TRUNCATE empties the table. Tables with no key
-keep multiset semantics: DELETE removes one row equal to the before-image.
+moves the row, DELETE removes it, TRUNCATE empties the table.
+
+Tables with no key keep multiset semantics: DELETE removes one row equal to the
+before-image, UPDATE removes one such row and adds the after-image. A keyed change
+is idempotent by itself; a keyless one is not, so a redelivered duplicate is applied
+once: a keyless change equal to one already applied to its table (same seq, op,
+before- and after-image: what a redelivered copy of a message decodes to) is skipped.
+Two genuine changes are never equal that way as long as each has its own seq.
 """
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ class MirrorModel:
         """The mirror of ``table``: rows sorted by key (or by value for keyless tables)."""
         keyed: dict[tuple, Row] = {}
         keyless: list[Row] = []
+        keyless_applied: set[tuple] = set()  # identities of the keyless changes applied
         key_cols: tuple[str, ...] = ()
         for _seq, _arrival, ch in sorted(self._pending.get(table, []), key=lambda t: (t[0], t[1])):
             key_cols = ch.key_columns or key_cols
@@ -51,7 +58,10 @@ class MirrorModel:
                 keyed.clear()
                 keyless.clear()
             elif not key_cols:
-                _apply_keyless(keyless, ch)
+                identity = _identity(ch)
+                if identity not in keyless_applied:
+                    keyless_applied.add(identity)
+                    _apply_keyless(keyless, ch)
             else:
                 _apply_keyed(keyed, key_cols, ch)
         if key_cols:
@@ -84,6 +94,14 @@ def _apply_keyed(rows: dict[tuple, Row], key_cols: tuple[str, ...], ch: Change) 
     else:
         base = current if current is not None else dict(ch.before or {})
         rows[new_key] = {**base, **(ch.after or {})}
+
+
+def _identity(ch: Change) -> tuple:
+    """What makes a keyless change the same change (a redelivered copy) as another of its table."""
+    def image(img: Row | None) -> tuple | None:
+        return None if img is None else tuple(sorted(img.items()))
+
+    return ch.op, tuple(ch.seq), image(ch.before), image(ch.after)
 
 
 def _apply_keyless(rows: list[Row], ch: Change) -> None:

@@ -23,11 +23,22 @@ incremental stream goes on) then delivers them. Incremental changes are inserts,
 (also of the key), deletes, truncates and ``ALTER TABLE ... ADD COLUMN`` (a DDL change, then
 later images carry the column), each only where the format can say it (:data:`CAPABILITIES`).
 
+Keyless tables (``keyless_tables=True``; off by default, so a seed keeps its history): some
+tables have no primary key (``key=()``; their messages and configuration name none) and are
+multisets. Their history: inserts (sometimes an exact copy of an existing row, so the source
+holds equal rows), updates of one row with full before- and after-images, deletes of one row,
+truncates and added columns. Never a key change or a partial image (neither could identify a
+keyless row), and no full load: a full-load row of a keyless table cannot be told apart from
+the same row inserted or updated by the stream, so with rows read while the stream goes on the
+expected mirror would be ill-defined. Such tables therefore start empty. Only formats that can
+carry them (``Capabilities.keyless``).
+
 Ordering values: every change gets a commit time (strictly increasing milliseconds) and an
 increment; each format's ``seq`` is made from them the way its vendor does (see ``SeqKind``).
 
 Delivery (:func:`deliver`): messages go to ``partitions`` partitions by a hash of their key
-(the new key for an update; DDL and TRUNCATE by table), are duplicated (a consumer restart
+(the new key for an update; DDL and TRUNCATE by table; a keyless table's changes all go to one
+partition, as a queue keyed by table would put them), are duplicated (a consumer restart
 re-reads a partition from an earlier offset; formats with a total order also get random
 producer-retry duplicates), and interleaved across partitions. Within a partition the order is
 kept, except for formats whose seq totally orders every change: there any order is allowed,
@@ -40,6 +51,7 @@ import json
 import random
 import time
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -77,6 +89,8 @@ class Capabilities:
     * ``split_update`` – updates arrive as UPDATE_BEFOR + UPDATE_AFTER (DataWorks Kafka).
     * ``multi_table`` – messages name their table (DebeziumSmt's do not: one configured table).
     * ``fixed_key`` – the key every table has (Mongo ``_id``).
+    * ``keyless`` – can carry a table without a primary key: messages that name no key and
+      full images to find a row by (``generate_history(keyless_tables=True)``).
     * ``ts_digits`` – fraction digits of time values the format keeps exactly.
     * ``ddl_detail`` / ``truncate_detail`` – vendor op text the encoder needs for them.
     """
@@ -93,6 +107,7 @@ class Capabilities:
     split_update: bool = False
     multi_table: bool = True
     fixed_key: tuple[str, ...] | None = None
+    keyless: bool = True
     ts_digits: int = 6
     ddl_detail: str | None = "ALTER"
     truncate_detail: str | None = None
@@ -114,26 +129,35 @@ _DRS_AVRO_SCHEMA = str(Path(__file__).resolve().parent.parent / "conf" / "schema
 #: * dts_avro: no TRUNCATE operation.
 #: * drs_gaussdb: no TRUNCATE; its DDL op is DDL. drs_mongo: _id key never changes, no TRUNCATE.
 #: * dataworks_kafka: DATE (our timestamps) is epoch milliseconds → 3 fraction digits.
+#: Keyless tables (``keyless``), not in:
+#: * oms_shareplex, dts_shareplex: updates carry only the changed columns, and a partial image
+#:   cannot identify a keyless row (SharePlex keys such a table by its rowid, ``__rowid``).
+#: * oms_debezium_smt: an UPDATE has no before-image (it is an upsert of the full row), so it
+#:   cannot say which equal row it replaces; and with no seq a redelivered copy of an INSERT is
+#:   indistinguishable from a second insert of an equal row.
+#: * drs_mongo: every document has ``_id`` (its decoder rejects one without).
 CAPABILITIES: dict[str, Capabilities] = {
     "oms_default": Capabilities(seq="store", snapshot_seq=False, truncate=False),
     "oms_default_extend": Capabilities(seq="store", snapshot_seq=False, truncate=False),
     "oms_canal": Capabilities(seq="es", snapshot="insert"),
     "oms_dataworks": Capabilities(seq="scn", snapshot="insert"),
-    "oms_shareplex": Capabilities(seq="scn_seq", snapshot="insert", truncate=False, partial="always"),
+    "oms_shareplex": Capabilities(seq="scn_seq", snapshot="insert", truncate=False, partial="always",
+                                  keyless=False),
     "oms_debezium": Capabilities(seq="pos", snapshot_seq=False, ddl=False),
     "oms_debezium_flatten": Capabilities(seq="pos", snapshot_seq=False, ddl=False),
     "oms_debezium_smt": Capabilities(seq="none", total_order=False, snapshot="none", truncate=False, ddl=False,
-                                     key_change=False, multi_table=False),
+                                     key_change=False, multi_table=False, keyless=False),
     "oms_avro": Capabilities(seq="id", snapshot_seq=False, truncate=False),
     "dataworks_kafka": Capabilities(seq="seq_id", snapshot="insert", split_update=True, ts_digits=3),
     "drs_json": Capabilities(seq="id"),
     "drs_json_c": Capabilities(seq="id"),
     "drs_mongo": Capabilities(seq="mongo", truncate=False, key_change=False, partial="sometimes",
-                              fixed_key=("_id",)),
+                              fixed_key=("_id",), keyless=False),
     "drs_gaussdb": Capabilities(seq="id", truncate=False, ddl_detail=None),
     "drs_avro": Capabilities(seq="id", options={"schema": _DRS_AVRO_SCHEMA}),
     "dts_avro": Capabilities(seq="id", truncate=False, partial="sometimes"),
-    "dts_shareplex": Capabilities(seq="scn_seq", snapshot="insert", partial="always", truncate_detail="TRUNCATE"),
+    "dts_shareplex": Capabilities(seq="scn_seq", snapshot="insert", partial="always", truncate_detail="TRUNCATE",
+                                  keyless=False),
     "dts_canal": Capabilities(seq="id"),
 }
 
@@ -233,12 +257,17 @@ class History:
     def decoded(self) -> list[Change]:
         return [ch for chs in self.decoded_per_message for ch in chs]
 
+    def keys(self) -> dict[str, tuple[str, ...]]:
+        """Primary key per table (``()``: keyless, compared as a multiset)."""
+        return {t.qualified: t.key for t in self.tables}
+
     def column_types(self) -> dict[str, dict[str, str]]:
         return {t.qualified: dict(t.columns) for t in self.tables}
 
     def config_tables(self) -> dict[str, dict[str, Any]]:
         """The ``tables:`` section of a pipeline YAML for these tables."""
-        return {t.qualified: {"key": list(t.key), "columns": dict(t.columns)} for t in self.tables}
+        return {t.qualified: {"key": list(t.key), "columns": dict(t.columns)} if t.key else
+                {"columns": dict(t.columns)} for t in self.tables}
 
 
 class _Clock:
@@ -279,10 +308,14 @@ def _seq_for(kind: str, ms: int, inc: int, counter: int) -> tuple[int, ...]:
     return ()
 
 
-def _make_tables(rng: random.Random, caps: Capabilities, n_tables: int, composite_keys: bool = True) -> list[TableDef]:
+def _make_tables(rng: random.Random, caps: Capabilities, n_tables: int, composite_keys: bool = True,
+                 db: str = "shop", keyless: bool = False) -> list[TableDef]:
+    """``keyless``: the first table has no key, each other one with probability 1/2."""
     tables = []
     for i in range(n_tables):
-        if caps.fixed_key:
+        if keyless and (i == 0 or rng.random() < 0.5):
+            key_cols = {}
+        elif caps.fixed_key:
             key_cols = {caps.fixed_key[0]: "bigint"}
         elif composite_keys and rng.random() < 0.25:
             key_cols = {"id": "bigint", "k2": "varchar(32)"}
@@ -292,21 +325,24 @@ def _make_tables(rng: random.Random, caps: Capabilities, n_tables: int, composit
         cols = dict(key_cols)
         for j, t in enumerate(extra):
             cols[f"c{j}_{t.split('(')[0].replace(' ', '_')}"] = t
-        tables.append(TableDef(db="shop", name=f"t{i}", key=tuple(key_cols), columns=cols))
+        tables.append(TableDef(db=db, name=f"t{i}", key=tuple(key_cols), columns=cols))
     return tables
 
 
 class _Generator:
     def __init__(self, format_id: str, seed: int, n_changes: int, n_tables: int | None,
-                 composite_keys: bool = True, initial_rows: bool = True) -> None:
+                 composite_keys: bool = True, initial_rows: bool = True, db: str = "shop",
+                 keyless_tables: bool = False) -> None:
         self.initial_rows = initial_rows
         self.fid, self.caps = format_id, CAPABILITIES[format_id]
         self.rng = random.Random(seed)
         self.seed, self.n_changes = seed, n_changes
         nt = n_tables or self.rng.randint(1, 3)
         self.tables = _make_tables(self.rng, self.caps, nt if self.caps.multi_table else 1,
-                                   composite_keys)
+                                   composite_keys, db, keyless_tables)
+        # rows by key; a keyless table's rows by a row number (("#1",), ("#2",), ...) that no message carries
         self.state: dict[str, dict[tuple, Row]] = {t.qualified: {} for t in self.tables}
+        self.row_numbers = 0
         self.clock = _Clock(self.rng)
         self.out: list[Change] = []
         self.scan: list[tuple[TableDef, tuple]] = []  # full-load cursor: keys still to read
@@ -342,6 +378,11 @@ class _Generator:
                 return key
         return None
 
+    def any_row(self, t: TableDef) -> tuple | None:
+        """The key (a keyless table: the row number) of a random row of ``t``; None when it is empty."""
+        rows = self.state[t.qualified]
+        return self.rng.choice(sorted(rows)) if rows else None
+
     # -- emitting
     def emit(self, op: str, t: TableDef, snapshot: bool = False, **kw: Any) -> Change:
         ms, inc, counter = self.clock.tick()
@@ -355,6 +396,8 @@ class _Generator:
 
     # -- operations
     def insert(self, t: TableDef) -> bool:
+        if not t.key:
+            return self.insert_keyless(t)
         key = self.free_key(t)
         if key is None:
             return False
@@ -363,14 +406,23 @@ class _Generator:
         self.emit("INSERT", t, after=dict(row))
         return True
 
-    def update(self, t: TableDef) -> bool:
+    def insert_keyless(self, t: TableDef) -> bool:
+        """A new row, or (sometimes) an exact copy of an existing one: a keyless table holds duplicates."""
         rows = self.state[t.qualified]
-        if not rows:
+        copied = self.any_row(t) if rows and self.rng.random() < 0.3 else None
+        row = dict(rows[copied]) if copied else self.row(t)
+        self.row_numbers += 1
+        rows[(f"#{self.row_numbers}",)] = row
+        self.emit("INSERT", t, after=dict(row))
+        return True
+
+    def update(self, t: TableDef) -> bool:
+        rows, old_key = self.state[t.qualified], self.any_row(t)
+        if old_key is None:
             return False
-        old_key = self.rng.choice(sorted(rows))
         before = rows[old_key]
         new_key = old_key
-        if self.caps.key_change and self.rng.random() < 0.25:
+        if self.caps.key_change and t.key and self.rng.random() < 0.25:
             new_key = self.free_key(t) or old_key
         data_cols = [c for c in t.columns if c not in t.key]
         changed = self.rng.sample(data_cols, self.rng.randint(0 if new_key != old_key else 1, len(data_cols))) \
@@ -382,7 +434,9 @@ class _Generator:
             after[c] = None if self.rng.random() < 0.2 else random_value(self.rng, t.columns[c], self.caps.ts_digits)
         del rows[old_key]
         rows[new_key] = after
-        partial = self.caps.partial == "always" or (self.caps.partial == "sometimes" and self.rng.random() < 0.5)
+        # a keyless row is found by its full before-image, and its new value is the full after-image
+        partial = bool(t.key) and (self.caps.partial == "always" or
+                                   (self.caps.partial == "sometimes" and self.rng.random() < 0.5))
         if partial:
             if self.caps.partial == "always":  # SharePlex: only the changed columns (a changed key too)
                 carried = [*changed, *(k for k in t.key if before[k] != after[k])]
@@ -402,11 +456,10 @@ class _Generator:
         return True
 
     def delete(self, t: TableDef) -> bool:
-        rows = self.state[t.qualified]
-        if not rows:
+        key = self.any_row(t)
+        if key is None:
             return False
-        key = self.rng.choice(sorted(rows))
-        self.emit("DELETE", t, before=dict(rows.pop(key)))
+        self.emit("DELETE", t, before=dict(self.state[t.qualified].pop(key)))
         return True
 
     def truncate(self, t: TableDef) -> bool:
@@ -429,6 +482,13 @@ class _Generator:
             self.emit("DDL", t, ddl=f"ALTER TABLE {t.qualified} ADD COLUMN {col} {typ}", detail=self.caps.ddl_detail)
         return True
 
+    def keyed_tables(self) -> list[TableDef]:
+        """The tables a full load reads (a keyless table has none: see the module docstring)."""
+        return [t for t in self.tables if t.key]
+
+    def full_load_scan(self) -> list[tuple[TableDef, tuple]]:
+        return [(t, k) for t in self.keyed_tables() for k in sorted(self.state[t.qualified])]
+
     def snapshot_step(self) -> None:
         """Read the next row of the full load (if it still exists) as SNAPSHOT."""
         while self.scan:
@@ -444,7 +504,7 @@ class _Generator:
         caps = self.caps
         # Rows that exist before the captured stream starts (only a full load can deliver them).
         if caps.snapshot != "none" and self.initial_rows:
-            for t in self.tables:
+            for t in self.keyed_tables():
                 for _ in range(self.rng.randint(0, 5)):
                     key = self.free_key(t)
                     if key is not None:
@@ -455,7 +515,7 @@ class _Generator:
         while len(self.out) < self.n_changes:
             if snapshot_at is not None and not self.scan_started and len(self.out) >= snapshot_at:
                 self.scan_started = True
-                self.scan = [(t, k) for t in self.tables for k in sorted(self.state[t.qualified])]
+                self.scan = self.full_load_scan()
             if self.scan and self.rng.random() < 0.35:
                 self.snapshot_step()
                 continue
@@ -466,7 +526,7 @@ class _Generator:
             # the history reached its length first (a split update emits two messages): the full
             # load still happens, or rows that predate the stream would never be delivered
             self.scan_started = True
-            self.scan = [(t, k) for t in self.tables for k in sorted(self.state[t.qualified])]
+            self.scan = self.full_load_scan()
         while self.scan:  # the full load finishes
             self.snapshot_step()
         truth = {t.qualified: [self.state[t.qualified][k] for k in sorted(self.state[t.qualified], key=_key_order)]
@@ -483,16 +543,22 @@ def _key_order(key: tuple) -> tuple:
 
 
 def generate_history(format_id: str, seed: int, n_changes: int = 40, n_tables: int | None = None,
-                     composite_keys: bool = True, initial_rows: bool = True) -> History:
+                     composite_keys: bool = True, initial_rows: bool = True, db: str = "shop",
+                     keyless_tables: bool = False) -> History:
     """A random history of about ``n_changes`` changes in what ``format_id`` can express.
 
     ``composite_keys=False`` keys every table by ``id`` alone; ``initial_rows=False`` starts
     from empty tables (the full load then reads only rows the stream inserted). Both avoid the
-    histories of MODEL_GAPS in the checks against the source tables.
+    histories of MODEL_GAPS in the checks against the source tables. ``db`` names the database
+    of every table (the messages carry it): histories of several formats in one warehouse get
+    one each, so their tables do not collide. ``keyless_tables=True`` makes some tables keyless
+    (the first one always; see the module docstring), only for formats with ``keyless``.
     """
     if format_id not in CAPABILITIES:
         raise KeyError(f"no simulator capabilities for format {format_id!r}")
-    return _Generator(format_id, seed, n_changes, n_tables, composite_keys, initial_rows).run()
+    if keyless_tables and not CAPABILITIES[format_id].keyless:
+        raise ValueError(f"{format_id} cannot carry a table without a key (see CAPABILITIES)")
+    return _Generator(format_id, seed, n_changes, n_tables, composite_keys, initial_rows, db, keyless_tables).run()
 
 
 def truth_safe_options(format_id: str) -> dict[str, bool]:
@@ -587,21 +653,23 @@ def expected_rows(history: History) -> dict[str, list[Row]]:
     return out
 
 
-def _same(a: Any, b: Any, col_type: str | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    ta = a if isinstance(a, str) else json.dumps(a) if isinstance(a, bool) else str(a)
-    tb = b if isinstance(b, str) else json.dumps(b) if isinstance(b, bool) else str(b)
-    if ta == tb:
-        return True
-    fam = family(col_type) if col_type else None
-    numeric = fam in ("decimal", "int", "uint64", "float")
-    if numeric or not isinstance(a, str) or not isinstance(b, str):  # exports write integers as JSON numbers
-        try:
-            return Decimal(ta) == Decimal(tb)
-        except InvalidOperation:
-            return False
-    return False
+_NUMERIC_FAMILIES = ("decimal", "int", "uint64", "float")
+
+
+def _canonical(value: Any, col_type: str | None) -> str | None:
+    """One text per value, so equal values are equal texts: numbers by value (``1.50`` = ``1.5``
+    in a numeric column; JSON numbers of an export = their integer text), NULL as None."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value) if isinstance(value, bool) else str(value)
+    numeric = family(col_type) in _NUMERIC_FAMILIES if col_type else not isinstance(value, str)
+    if not numeric:
+        return text
+    try:
+        number = Decimal(text)
+        return "0" if number.is_zero() else format(number.normalize(), "f")
+    except InvalidOperation:
+        return text
 
 
 def _row_key(row: Row, key: tuple[str, ...]) -> tuple:
@@ -616,8 +684,9 @@ def compare(expected: dict[str, list[Row]], exported: dict[str, list[dict]],
 
     A column absent from a row equals NULL (a column added after the row was last written).
     Numbers compare by value (``1.50`` = ``1.5`` for DECIMAL; JSON integers = integer text).
-    Rows are matched by ``keys[table]`` (default: every column of the first expected row
-    that is named ``id``/``k2``/``_id``, else the whole row).
+    Rows are matched by ``keys[table]`` (default: every column of the table named
+    ``id``/``k2``/``_id``). A table with no key (``keys[table] == ()``, or no such column) is a
+    multiset: each distinct row must occur as often as expected.
     """
     diffs: list[str] = []
     for table in sorted(set(expected) | set(exported)):
@@ -627,8 +696,11 @@ def compare(expected: dict[str, list[Row]], exported: dict[str, list[dict]],
                 diffs.append(f"{table}: missing mirror ({len(exp_rows)} rows expected)")
             continue
         types = (col_types or {}).get(table, {})
-        key = (keys or {}).get(table) or tuple(c for c in ("id", "k2", "_id")
-                                               if any(c in r for r in [*exp_rows, *got_rows]))
+        key = keys[table] if keys and table in keys else tuple(
+            c for c in ("id", "k2", "_id") if any(c in r for r in [*exp_rows, *got_rows]))
+        if not key:
+            diffs += _multiset_diffs(table, exp_rows, got_rows, types)
+            continue
         exp_by = {_row_key(r, key): r for r in exp_rows}
         got_by = {_row_key(r, key): r for r in got_rows}
         if len(got_by) != len(got_rows):
@@ -640,14 +712,27 @@ def compare(expected: dict[str, list[Row]], exported: dict[str, list[dict]],
         for k in sorted(set(exp_by) & set(got_by)):
             e, g = exp_by[k], got_by[k]
             for c in sorted(set(e) | set(g)):
-                if not _same(e.get(c), g.get(c), types.get(c)):
+                if _canonical(e.get(c), types.get(c)) != _canonical(g.get(c), types.get(c)):
                     diffs.append(f"{table} key {k} column {c}: expected {e.get(c)!r}, got {g.get(c)!r}")
     return diffs
 
 
+def _multiset_diffs(table: str, exp_rows: list[Row], got_rows: list[dict], types: dict[str, str]) -> list[str]:
+    """Rows of a keyless table compared as multisets (absent column = NULL), with their counts."""
+    columns = sorted({c for r in [*exp_rows, *got_rows] for c in r})
+
+    def counted(rows: list) -> Counter:
+        return Counter(tuple(_canonical(r.get(c), types.get(c)) for c in columns) for r in rows)
+
+    exp, got = counted(exp_rows), counted(got_rows)
+    return [f"{table} (no key): row {dict(zip(columns, row))} expected {exp[row]} times, got {got[row]}"
+            for row in sorted(exp.keys() | got.keys(), key=lambda r: [(v is not None, v or "") for v in r])
+            if exp[row] != got[row]]
+
+
 def truth_diffs(history: History) -> list[str]:
     """Where the expected mirror (model over decoded source order) differs from the source itself."""
-    return compare(history.truth, expected_rows(history), col_types=history.column_types())
+    return compare(history.truth, expected_rows(history), keys=history.keys(), col_types=history.column_types())
 
 
 # ---------------------------------------------------------------- landing file and config (Spark tests)
@@ -664,18 +749,42 @@ def landing_lines(history: History, delivery: Delivery) -> bytes:
 
 
 def pipeline_yaml(history: History, warehouse: str, quality_checks: bool = False) -> str:
+    """A pipeline YAML for one history (its source path unused: ``lakecdc replay`` brings its own)."""
+    return pipeline_yaml_many([history], warehouse, {history.format_id: warehouse + "/_unused"}, quality_checks)
+
+
+def pipeline_yaml_many(histories: list[History], warehouse: str, landing_dirs: dict[str, str],
+                       quality_checks: bool = False) -> str:
+    """One pipeline over the histories of several formats: a ``path`` source per format (its
+    landing directory ``landing_dirs[format_id]``), every table, each format's options.
+
+    Tables must not collide (give each history its own ``db``); at most one history may need
+    ``default_table`` (DebeziumSmt's messages name no table, and a pipeline has one default).
+    """
     import yaml
 
-    doc: dict[str, Any] = {
-        "warehouse": warehouse,
-        "quality_checks": quality_checks,
-        "sources": [{"name": f"sim_{history.format_id}", "format": history.format_id, "path": warehouse + "/_unused"}],
-        "tables": history.config_tables(),
-    }
-    if history.ctx.default_table:
-        doc["default_table"] = history.ctx.default_table
-    if history.caps.options:
-        doc["format_options"] = {history.format_id: dict(history.caps.options)}
+    sources: list[dict[str, str]] = []
+    tables: dict[str, dict[str, Any]] = {}
+    format_options: dict[str, dict[str, Any]] = {}
+    for h in histories:
+        if any(s["format"] == h.format_id for s in sources):
+            raise ValueError(f"two histories of format {h.format_id}: one source per format")
+        clash = sorted(set(tables) & set(h.config_tables()))
+        if clash:
+            raise ValueError(f"{h.format_id}: tables {clash} are in another history too; give each its own db")
+        sources.append({"name": f"sim_{h.format_id}", "format": h.format_id, "path": landing_dirs[h.format_id]})
+        tables.update(h.config_tables())
+        if h.caps.options:
+            format_options[h.format_id] = dict(h.caps.options)
+    default_tables = sorted({h.ctx.default_table for h in histories if h.ctx.default_table})
+    if len(default_tables) > 1:
+        raise ValueError(f"histories need different default tables {default_tables}; a pipeline has one")
+    doc: dict[str, Any] = {"warehouse": warehouse, "quality_checks": quality_checks, "sources": sources,
+                           "tables": tables}
+    if default_tables:
+        doc["default_table"] = default_tables[0]
+    if format_options:
+        doc["format_options"] = format_options
     return yaml.safe_dump(doc, allow_unicode=True, sort_keys=False)
 
 
@@ -747,5 +856,5 @@ def soak(format_id: str, changes: int, seed: int = 1,
 __all__ = [
     "CAPABILITIES", "Capabilities", "Delivery", "History", "SoakReport", "TableDef", "compare", "decode_delivery",
     "deliver", "encodable_formats", "expected_rows", "generate_history", "landing_lines", "model_rows",
-    "pipeline_yaml", "random_value", "soak", "truth_diffs", "truth_safe_options",
+    "pipeline_yaml", "pipeline_yaml_many", "random_value", "soak", "truth_diffs", "truth_safe_options",
 ]

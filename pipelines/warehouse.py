@@ -7,6 +7,7 @@ Local layout (the embedded default)::
     <warehouse>/gold/<mirror>             one mirror per source table (live rows only)
     <warehouse>/gold/_tombstones/<mirror> deleted keys and their sequence (no resurrection)
     <warehouse>/gold/_applied/<mirror>    ids of changes applied to a keyless (multiset) mirror
+    <warehouse>/gold/_history/<mirror>    SCD type 2 versions, where configured
     <warehouse>/_checkpoints/<stage>/<name>
 
 Source table names come from messages, so they are hostile until proven otherwise:
@@ -114,6 +115,10 @@ class Warehouse:
     def applied_changes(self, mirror_name: str) -> TableRef:
         """Ids of the changes applied to a keyless mirror (a redelivered copy is applied once)."""
         return self._gold_side("applied", mirror_name)
+
+    def history(self, mirror_name: str) -> TableRef:
+        """The SCD type 2 history of a mirror (``tables.<name>.history: true``)."""
+        return self._gold_side("history", mirror_name)
 
     def _gold_side(self, kind: str, mirror_name: str) -> TableRef:
         if self.catalog:

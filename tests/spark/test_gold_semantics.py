@@ -228,3 +228,32 @@ def test_the_batch_profile_costs_the_same_jobs_for_one_table_or_many(spark, tmp_
     assert all(p.key == ("id",) and set(p.columns) == {"id", "a"} for p in profiles["six"].values())
     assert sum(p.changes for p in profiles["six"].values()) == 12
     assert jobs_one == jobs_six, (jobs_one, jobs_six)
+
+
+# ---------------------------------------------------------------- SCD type 2 history
+
+
+def _history(gold: Gold) -> list[tuple]:
+    rows = gold.wh.history("shop.t").read(gold.spark).collect()
+    return sorted((r["id"], r["a"], r["_valid_from_seq"][-2:], (r["_valid_to_seq"] or "--")[-2:], r["_current"],
+                   r["_valid_to"] is None) for r in rows)
+
+
+def test_history_keeps_every_version_whatever_the_batch_boundaries(spark, tmp_path):
+    first = [change("INSERT", 1, after=_row(1, a="1")), change("UPDATE", 2, before=_row(1, a="1"), after=_row(1, a="2")),
+             change("INSERT", 3, after=_row(2, a="20"))]
+    second = [change("UPDATE", 5, before=_row(1, a="2"), after=_row(1, a="3")), change("DELETE", 6, before=_row(2, a="20")),
+              change("UPDATE", 7, before=_row(1, a="3"), after=_row(3, a="3")),
+              first[1]]  # a late copy of an old change: stale, never a version
+    in_two = Gold(spark, tmp_path / "two", history=True)
+    in_two.apply(first)
+    in_two.apply(second)
+    expected = [
+        (1, 1, "01", "02", False, False), (1, 2, "02", "05", False, False), (1, 3, "05", "07", False, False),
+        (2, 20, "03", "06", False, False), (3, 3, "07", "--", True, True),
+    ]
+    assert _history(in_two) == expected
+    in_one = Gold(spark, tmp_path / "one", history=True)
+    in_one.apply(first + second)
+    assert _history(in_one) == expected
+    assert in_two.rows() == in_one.rows() == [{"id": 3, "a": 3, "b": None, "d": None}] or in_two.rows() == in_one.rows()

@@ -5,9 +5,11 @@
   partitions; reordered freely where seq is a total order) give the same mirror as the decoded
   history in source order. That is what proves each format's ordering fields make delivery
   recoverable. A second property: the model over the source order equals the source tables.
+  Both also for histories with keyless tables (``keyless_tables=True``), in every format that
+  can carry one: there a redelivered duplicate must be applied once.
 * Semantic unit tests of MirrorModel: no stale write, durable tombstones, partial updates vs
   NULL, key changes (also as DataWorks UPDATE_BEFOR/UPDATE_AFTER halves), snapshot handoff,
-  truncate; and the known model gaps as strict xfails.
+  truncate, keyless tables as multisets; and the known model gaps as strict xfails.
 """
 from __future__ import annotations
 
@@ -22,10 +24,14 @@ from pipelines.formats.base import Change, DecodeContext, Decoder, TableSpec
 from pipelines.model import MirrorModel
 from pipelines.simulator import (
     CAPABILITIES, compare, decode_delivery, deliver, encodable_formats, generate_history,
-    landing_lines, model_rows, pipeline_yaml, soak, truth_diffs, truth_safe_options,
+    landing_lines, model_rows, pipeline_yaml, pipeline_yaml_many, soak, truth_diffs, truth_safe_options,
 )
 
 FORMATS = encodable_formats()
+KEYLESS_FORMATS = [f for f in FORMATS if CAPABILITIES[f].keyless]
+#: (format, generate_history options): every format, then every format that can carry keyless tables
+HISTORY_KINDS = [pytest.param(f, {}, id=f) for f in FORMATS] + \
+    [pytest.param(f, {"keyless_tables": True}, id=f"{f}-keyless") for f in KEYLESS_FORMATS]
 PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -38,12 +44,12 @@ def test_every_format_with_an_encoder_has_capabilities():
 # ---------------------------------------------------------------- properties per format
 
 
-@pytest.mark.parametrize("format_id", FORMATS)
+@pytest.mark.parametrize("format_id, options", HISTORY_KINDS)
 @PROPERTY
 @given(seed=st.integers(0, 10**6), partitions=st.integers(1, 4), n_changes=st.integers(1, 60))
-def test_delivered_order_gives_the_source_order_mirror(format_id, seed, partitions, n_changes):
+def test_delivered_order_gives_the_source_order_mirror(format_id, options, seed, partitions, n_changes):
     history = generate_history(format_id, seed, n_changes,
-                               composite_keys=truth_safe_options(format_id)["composite_keys"])
+                               composite_keys=truth_safe_options(format_id)["composite_keys"], **options)
     delivery = deliver(history, seed, partitions=partitions)
     assert len(delivery.messages) == len(history.messages) + delivery.duplicates
     got = model_rows(decode_delivery(history, delivery))
@@ -52,11 +58,11 @@ def test_delivered_order_gives_the_source_order_mirror(format_id, seed, partitio
     assert diffs == [], f"{format_id} seed {seed} partitions {partitions}: " + "\n".join(diffs[:10])
 
 
-@pytest.mark.parametrize("format_id", FORMATS)
+@pytest.mark.parametrize("format_id, options", HISTORY_KINDS)
 @PROPERTY
 @given(seed=st.integers(0, 10**6), n_changes=st.integers(1, 60))
-def test_source_order_mirror_equals_the_source_tables(format_id, seed, n_changes):
-    history = generate_history(format_id, seed, n_changes, **truth_safe_options(format_id))
+def test_source_order_mirror_equals_the_source_tables(format_id, options, seed, n_changes):
+    history = generate_history(format_id, seed, n_changes, **truth_safe_options(format_id), **options)
     diffs = truth_diffs(history)
     assert diffs == [], f"{format_id} seed {seed}: " + "\n".join(diffs[:10])
 
@@ -85,6 +91,33 @@ def test_histories_use_what_the_format_can_express(format_id):
         assert "UPDATE_BEFOR" in details
     if caps.key_change and not caps.split_update:
         assert key_changes
+
+
+@pytest.mark.parametrize("format_id", KEYLESS_FORMATS)
+def test_keyless_histories_hold_duplicate_rows_and_change_them_one_at_a_time(format_id):
+    seen_ops, copies = set(), 0
+    for seed in range(12):
+        h = generate_history(format_id, seed, 60, keyless_tables=True)
+        keyless = {t.qualified for t in h.tables if not t.key}
+        assert h.tables[0].qualified in keyless
+        assert all("key" not in h.config_tables()[t] for t in keyless)
+        for c in h.decoded:
+            if f"{c.db}.{c.table}" in keyless and c.op != "DDL":
+                assert c.key_columns == (), c
+                assert c.op != "SNAPSHOT" and c.changed is None, c  # no full load, no partial image
+                seen_ops.add(c.op)
+        for t in keyless:
+            rows = [json.dumps(r, sort_keys=True) for r in h.truth[t]]
+            copies += len(rows) - len(set(rows))
+    assert {"INSERT", "UPDATE", "DELETE"} <= seen_ops
+    assert copies > 0, "no history ends with two equal rows in a keyless table"
+
+
+@pytest.mark.parametrize("format_id", sorted(set(FORMATS) - set(KEYLESS_FORMATS)))
+def test_keyless_tables_only_where_the_format_can_carry_them(format_id):
+    with pytest.raises(ValueError, match="without a key"):
+        generate_history(format_id, 1, 10, keyless_tables=True)
+    assert all(t.key for seed in range(5) for t in generate_history(format_id, seed, 10).tables)
 
 
 def test_delivery_duplicates_and_reorders():
@@ -121,6 +154,24 @@ def test_landing_lines_and_yaml_for_the_cli():
     assert ctx.tables == history.ctx.tables
 
 
+def test_one_pipeline_yaml_for_many_formats():
+    from pipelines.config import parse_config
+
+    import yaml
+
+    histories = [generate_history(f, 3, 20, n_tables=2, db=f) for f in ("oms_canal", "drs_avro", "oms_debezium_smt")]
+    cfg = parse_config(yaml.safe_load(pipeline_yaml_many(histories, "/tmp/wh", {h.format_id: f"/l/{h.format_id}"
+                                                                                for h in histories})))
+    assert [(s.format, s.path) for s in cfg.sources] == [(h.format_id, f"/l/{h.format_id}") for h in histories]
+    assert cfg.default_table == "oms_debezium_smt.t0"  # the one format whose messages name no table
+    for h in histories:
+        ctx = cfg.decode_context(h.format_id)
+        assert {t: ctx.tables[t] for t in h.ctx.tables} == h.ctx.tables and ctx.options == h.ctx.options
+    with pytest.raises(ValueError, match="own db"):
+        pipeline_yaml_many([histories[0], generate_history("drs_json", 3, 20, db="oms_canal")], "/tmp/wh",
+                           {"oms_canal": "/a", "drs_json": "/b"})
+
+
 def test_compare_reports_value_for_value():
     expected = {"s.t": [{"id": "1", "d": "1.50", "v": "x"}, {"id": "2", "d": None, "v": None}]}
     exported = {"s.t": [{"id": 1, "d": "1.500", "v": "y"}, {"id": 3, "d": None, "v": None}]}
@@ -130,6 +181,17 @@ def test_compare_reports_value_for_value():
     assert any("unexpected row" in d and "'id': 3" in d for d in diffs)
     assert not any("column d" in d for d in diffs)  # 1.50 == 1.500 for DECIMAL
     assert compare({"s.t": [{"id": "1", "n": None}]}, {"s.t": [{"id": 1}]}) == []  # absent = NULL
+
+
+def test_compare_keyless_tables_as_multisets():
+    types = {"s.t": {"d": "decimal(10,3)", "v": "varchar"}}
+    expected = {"s.t": [{"d": "1.5", "v": "x"}, {"d": "1.5", "v": "x"}, {"d": None, "v": "y"}]}
+    assert compare(expected, {"s.t": [{"v": "y"}, {"d": "1.500", "v": "x"}, {"d": "1.50", "v": "x"}]},
+                   col_types=types) == []
+    diffs = compare(expected, {"s.t": [{"d": "1.5", "v": "x"}, {"d": None, "v": "y"}, {"d": None, "v": "y"}]},
+                    keys={"s.t": ()}, col_types=types)
+    assert diffs == ["s.t (no key): row {'d': None, 'v': 'y'} expected 1 times, got 2",
+                     "s.t (no key): row {'d': '1.5', 'v': 'x'} expected 2 times, got 1"]
 
 
 def test_soak_reports_what_it_checked():
@@ -242,6 +304,20 @@ def test_truncate_empties_the_table_as_of_its_sequence():
     assert rows_of(after_trunc, trunc, b, a) == [{"id": "3", "v": "c"}]  # late inserts older than it stay gone
     other_table = Change(op="TRUNCATE", db="shop", table="other", seq=(9,))
     assert rows_of(a, other_table) == [{"id": "1", "v": "a"}]
+
+
+def test_keyless_table_is_a_multiset_and_a_redelivered_change_applies_once():
+    def kl(op, seq, before=None, after=None):
+        return ch(op, seq, before, after, key=())
+
+    first, second = kl("INSERT", [1], after={"v": "x"}), kl("INSERT", [2], after={"v": "x"})
+    assert rows_of(first, second) == [{"v": "x"}, {"v": "x"}]  # equal rows, two inserts: two rows
+    assert rows_of(first, second, first, second) == [{"v": "x"}, {"v": "x"}]  # redelivered: once each
+    update = kl("UPDATE", [3], {"v": "x"}, {"v": "y"})
+    delete = kl("DELETE", [4], before={"v": "x"})
+    assert rows_of(first, second, update) == [{"v": "x"}, {"v": "y"}]  # one equal row replaced
+    assert rows_of(update, delete, second, first, delete, update) == [{"v": "y"}]
+    assert rows_of(first, second, delete, kl("DELETE", [5], before={"v": "x"})) == []
 
 
 def test_duplicates_are_idempotent():

@@ -1,0 +1,102 @@
+"""Optional SCD type 2 history of a mirror (``tables.<name>.history: true``).
+
+Next to the type 1 mirror, ``gold/_history/<mirror>`` (Unity Catalog: ``gold_history_<mirror>``)
+keeps one row per version of each key: the row's values, and when it was valid:
+
+* ``_valid_from_seq`` / ``_valid_to_seq``: the vendor sequence of the change that wrote the
+  version and of the next change of that key (NULL while current);
+* ``_valid_from`` / ``_valid_to``: the same as source commit times;
+* ``_current``: the version the mirror holds; a deleted key has no current version.
+
+Versions are cut per sequence value: changes of one key that share a sequence (one Canal message,
+one transaction) give one version, the state after the last of them, so a replay with other
+micro-batch boundaries gives the same history. A key change closes the old key's version and
+opens one for the new key. History starts when it is enabled; it keeps every column it has seen,
+also after a DROP or RENAME in the mirror. Stale changes never reach it (the same filter as the
+mirror), and a retried batch is applied once (Delta ``txnAppId``/``txnVersion``).
+"""
+from __future__ import annotations
+
+from pipelines.mirror_schema import (
+    SYSTEM_COLUMNS, MirrorShape, column_ddl, lit, mirror_schema, q, widens,
+)
+from pipelines.warehouse import TableRef
+
+HISTORY_DDL = (
+    ("_valid_from_seq", "STRING"), ("_valid_to_seq", "STRING"), ("_valid_from", "TIMESTAMP"),
+    ("_valid_to", "TIMESTAMP"), ("_current", "BOOLEAN"), ("_op", "STRING"), ("_position", "STRING"),
+)
+HISTORY_COLUMNS = tuple(n for n, _ in HISTORY_DDL)
+
+
+def ensure_history(spark, history: TableRef, mirror: TableRef) -> None:
+    """Create the history table like the mirror, or give it the mirror's new and wider columns."""
+    mirror_cols = {c: v for c, v in mirror_schema(spark, mirror).items() if c not in SYSTEM_COLUMNS}
+    existing = mirror_schema(spark, history)
+    if not existing:
+        cols = [column_ddl(c, src) for c, (_t, src) in mirror_cols.items()] + [f"{n} {t}" for n, t in HISTORY_DDL]
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {history.sql} ({', '.join(cols)}) USING DELTA "
+                  f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        return
+    new = [column_ddl(c, src) for c, (_t, src) in mirror_cols.items() if c not in existing]
+    if new:
+        spark.sql(f"ALTER TABLE {history.sql} ADD COLUMNS ({', '.join(new)})")
+    for c, (spark_type, _src) in mirror_cols.items():
+        if c in existing and widens(existing[c][0], spark_type):
+            spark.sql(f"ALTER TABLE {history.sql} ALTER COLUMN {q(c)} TYPE {spark_type.upper()}")
+
+
+def merge_history(spark, rows, key: tuple[str, ...], shape: MirrorShape, history: TableRef, mirror: TableRef,
+                  txn_app_id: str, batch_id: int) -> None:
+    """Close the current version of every key the batch changes and add its new versions."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from pipelines.gold import FOLD_START, changes_per_key, fold_step, idempotent_dml, state_columns
+
+    ensure_history(spark, history, mirror)
+    hist_types = {c: t for c, (t, _src) in mirror_schema(spark, history).items()}
+    data_cols = [c for c in shape.columns if c not in key]
+    # every state of every key: aggregate the fold, keeping each step's state next to its change
+    step = fold_step("acc.st")
+    states = changes_per_key(rows).selectExpr("k", f"""aggregate(chs,
+        named_struct('st', {FOLD_START}, 'out', slice(array(named_struct('st', {FOLD_START}, 'c', chs[0])), 1, 0)),
+        (acc, c) -> named_struct('st', {step}, 'out', concat(acc.out, array(named_struct('st', {step}, 'c', c))))
+        ) AS acc""").select("k", F.posexplode("acc.out").alias("pos", "v"))
+    last_of_seq = Window.partitionBy("k", "v.c.seq")
+    states = (states.withColumn("last_pos", F.max("pos").over(last_of_seq)).where("pos = last_pos")
+              .selectExpr("k", "pos", "v.st AS st", "v.c AS c"))
+    key_sql = f"named_struct({', '.join(f'{lit(k)}, {q(k)}' for k in key)})"
+    current = history.read(spark).where("_current").selectExpr(
+        f"{key_sql} AS k", "_valid_from_seq AS open_from", *[f"{q(c)} AS h{i}" for i, c in enumerate(data_cols)])
+    by_pos = Window.partitionBy("k").orderBy("pos")
+    states = (states.join(current, "k", "left").where("open_from IS NULL OR c.seq > open_from")
+              .withColumn("next_seq", F.lead("c.seq").over(by_pos))
+              .withColumn("next_time", F.lead("c.event_time").over(by_pos))
+              .withColumn("first", F.row_number().over(by_pos) == 1))
+
+    def cast(sql: str, column: str) -> str:
+        return f"CAST({sql} AS {hist_types[column]})"
+
+    key_values = [f"{cast(f'k.{q(k)}', k)} AS {q(k)}" for k in key]
+    versions = states.where("st.live").selectExpr(
+        *key_values,
+        *[f"{cast(f'CASE WHEN {written} THEN {value} ELSE h{i} END', c)} AS {q(c)}"
+          for i, (c, (value, written)) in enumerate(zip(data_cols, state_columns('st', key, shape)))],
+        "c.seq AS _valid_from_seq", "next_seq AS _valid_to_seq", "c.event_time AS _valid_from",
+        "next_time AS _valid_to", "next_seq IS NULL AS _current", "c.op AS _op", "c.bronze_position AS _position",
+        "'insert' AS _action")
+    closes = states.where("first AND open_from IS NOT NULL").selectExpr(
+        *key_values, *[f"CAST(NULL AS {hist_types[c]}) AS {q(c)}" for c in data_cols],
+        "open_from AS _valid_from_seq", "c.seq AS _valid_to_seq", "CAST(NULL AS TIMESTAMP) AS _valid_from",
+        "c.event_time AS _valid_to", "false AS _current", "CAST(NULL AS STRING) AS _op",
+        "CAST(NULL AS STRING) AS _position", "'close' AS _action")
+    on = " AND ".join([*(f"t.{q(k)} <=> s.{q(k)}" for k in key),
+                       "t._current", "s._action = 'close'", "t._valid_from_seq = s._valid_from_seq"])
+    values = {q(c): f"s.{q(c)}" for c in (*key, *data_cols, *HISTORY_COLUMNS)}
+    with idempotent_dml(spark, txn_app_id, batch_id):
+        (history.delta(spark).alias("t").merge(versions.unionByName(closes).alias("s"), on)
+         .whenMatchedUpdate(set={"_valid_to_seq": "s._valid_to_seq", "_valid_to": "s._valid_to", "_current": "false"})
+         .whenNotMatchedInsert(condition="s._action = 'insert'", values=values)
+         .execute())
+
