@@ -121,6 +121,7 @@ class TableProfile:
     shapes: list[ImageShape] = field(default_factory=list)
     truncate_ord: str | None = None
     truncate_seq: str | None = None
+    truncate_time: str | None = None  # its source commit time
 
     @property
     def schemaless(self) -> bool:
@@ -162,9 +163,10 @@ def profile_batch(batch) -> dict[str, TableProfile]:
               .agg(F.count(F.lit(1)).alias("n"),
                    F.first(F.when(F.size("key_columns") > 0, F.col("key_columns")), ignorenulls=True).alias("key"),
                    F.collect_set("format").alias("formats"),
-                   F.max(F.when(truncate, F.col("ord"))).alias("t_ord"), F.max(F.when(truncate, F.col("seq"))).alias("t_seq"))
+                   F.max(F.when(truncate, F.col("ord"))).alias("t_ord"), F.max(F.when(truncate, F.col("seq"))).alias("t_seq"),
+                   F.max(F.when(truncate, F.col("event_time"))).cast("string").alias("t_time"))
               .select(SOURCE_TABLE, F.lit("table").alias("fact"),
-                      F.to_json(F.struct("n", "key", "formats", "t_ord", "t_seq")).alias("v")))
+                      F.to_json(F.struct("n", "key", "formats", "t_ord", "t_seq", "t_time")).alias("v")))
     profiles: dict[str, TableProfile] = {}
     for row in columns.unionByName(shapes).unionByName(tables).collect():
         if row[SOURCE_TABLE] is None:
@@ -177,7 +179,7 @@ def profile_batch(batch) -> dict[str, TableProfile]:
             p.shapes.append(ImageShape(frozenset(v["cols"]), v["first"], v["last"]))
         else:
             p.changes, p.key, p.formats = v["n"], tuple(v.get("key") or ()), tuple(v["formats"])
-            p.truncate_ord, p.truncate_seq = v.get("t_ord"), v.get("t_seq")
+            p.truncate_ord, p.truncate_seq, p.truncate_time = v.get("t_ord"), v.get("t_seq"), v.get("t_time")
     return profiles
 
 
@@ -216,13 +218,13 @@ def apply_table(spark, changes, profile: TableProfile, cfg: PipelineConfig, wh: 
     try:
         good = quarantine_misfits(spark, checked, ident, wh, app_id, batch_id, stats)
         good = _batch_expectations(spark, tc, mirror_name, good, shape.columns, wh, app_id, batch_id, stats)
-        good = apply_truncate(spark, good, profile, ident, app_id, batch_id, stats)
+        history = wh.history(mirror_name) if tc and tc.history and key else None
+        good = apply_truncate(spark, good, profile, ident, app_id, batch_id, history)
         from pipelines.quality import current_version
 
         version_before = current_version(spark, ident.ref) if cfg.quality_checks and key else None
-        history = wh.history(mirror_name) if tc and tc.history else None
         if shape.keyless:
-            if history is not None:
+            if tc and tc.history:
                 log.warning("gold: %s has no key: no SCD type 2 history (a version needs a key)", profile.name)
             apply_multiset(spark, good, shape, ident, wh, app_id, batch_id, stats)
         else:
@@ -294,9 +296,10 @@ def quarantine_misfits(spark, checked, ident: MirrorIdentity, wh: Warehouse, app
 
 
 def apply_truncate(spark, changes, profile: TableProfile, ident: MirrorIdentity, app_id: str, batch_id: int,
-                   stats: GoldStats):
-    """TRUNCATE empties the mirror as of its sequence; changes before it (in this batch, or later
-    batches: the ``lakecdc.truncated_seq`` property) are stale."""
+                   history: TableRef | None = None):
+    """TRUNCATE empties the mirror as of its sequence (and closes the history's current versions);
+    changes before it (in this batch, or later batches: the ``lakecdc.truncated_seq`` property)
+    are stale."""
     from pyspark.sql import functions as F
 
     truncated_seq = table_properties(spark, ident.ref).get(TRUNCATED_SEQ_PROPERTY, "")
@@ -304,6 +307,12 @@ def apply_truncate(spark, changes, profile: TableProfile, ident: MirrorIdentity,
         changes = changes.where(F.col("ord") > F.lit(profile.truncate_ord))
         with idempotent_dml(spark, f"{app_id}-t-{ident.mirror_name}", batch_id):
             ident.ref.delta(spark).delete(F.col("_seq") <= F.lit(profile.truncate_seq))
+        if history is not None and history.exists(spark):
+            with idempotent_dml(spark, f"{app_id}-ht-{ident.mirror_name}", batch_id):
+                history.delta(spark).update(
+                    condition=F.expr(f"_current AND _valid_from_seq <= {lit(profile.truncate_seq)}"),
+                    set={"_current": F.lit(False), "_valid_to_seq": F.lit(profile.truncate_seq),
+                         "_valid_to": F.lit(profile.truncate_time).cast("timestamp")})
         if profile.truncate_seq > truncated_seq:
             truncated_seq = profile.truncate_seq
             spark.sql(f"ALTER TABLE {ident.ref.sql} SET TBLPROPERTIES ('{TRUNCATED_SEQ_PROPERTY}' = {lit(truncated_seq)})")

@@ -11,7 +11,8 @@ keeps one row per version of each key: the row's values, and when it was valid:
 Versions are cut per sequence value: changes of one key that share a sequence (one Canal message,
 one transaction) give one version, the state after the last of them, so a replay with other
 micro-batch boundaries gives the same history. A key change closes the old key's version and
-opens one for the new key. History starts when it is enabled; it keeps every column it has seen,
+opens one for the new key. A TRUNCATE closes every current version at its sequence; changes that
+come before it in the same micro-batch leave no version (the one place batch boundaries show). History starts when it is enabled; it keeps every column it has seen,
 also after a DROP or RENAME in the mirror. Stale changes never reach it (the same filter as the
 mirror), and a retried batch is applied once (Delta ``txnAppId``/``txnVersion``).
 """

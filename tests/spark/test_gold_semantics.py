@@ -256,4 +256,15 @@ def test_history_keeps_every_version_whatever_the_batch_boundaries(spark, tmp_pa
     in_one = Gold(spark, tmp_path / "one", history=True)
     in_one.apply(first + second)
     assert _history(in_one) == expected
-    assert in_two.rows() == in_one.rows() == [{"id": 3, "a": 3, "b": None, "d": None}] or in_two.rows() == in_one.rows()
+    assert in_two.rows() == in_one.rows() == [{"id": 3, "a": 3}], "the mirror holds the current version"
+
+
+def test_truncate_closes_the_current_versions(spark, tmp_path):
+    gold = Gold(spark, tmp_path, history=True)
+    gold.apply([change("INSERT", 1, after=_row(1, a="1")), change("INSERT", 2, after=_row(2, a="2"))])
+    truncate = Change(op="TRUNCATE", db="shop", table="t", key_columns=("id",), seq=(1_700_000_000_005,),
+                      event_time="2023-11-14T22:13:25Z", ddl="TRUNCATE TABLE shop.t")
+    gold.apply([truncate, change("INSERT", 6, after=_row(3, a="3"))])
+    assert _history(gold) == [(1, 1, "01", "05", False, False), (2, 2, "02", "05", False, False),
+                              (3, 3, "06", "--", True, True)]
+    assert gold.rows() == [{"id": 3, "a": 3}]
