@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--once", action="store_true", help="run until caught up, then stop (availableNow)")
     r.set_defaults(func=cmd_run)
 
+    rb = sub.add_parser("rebuild", help="drop silver and gold (tables and checkpoints) and rebuild them from bronze")
+    rb.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
+    rb.add_argument("--yes", action="store_true", help="really drop; without it, only list what would be dropped")
+    rb.set_defaults(func=cmd_rebuild)
+
     dec = sub.add_parser("decode", help="decode messages (one per line) to canonical changes as JSON lines")
     dec.add_argument("--format", required=True, choices=ALL_FORMAT_IDS, metavar="FORMAT",
                      help="format id: " + ", ".join(ALL_FORMAT_IDS))
@@ -142,6 +147,25 @@ def cmd_run(args) -> int:
     summary = run_pipeline(spark, cfg, stages, available_now, progress=_progress)
     _progress(f"finished {', '.join(summary.stages)}: {summary.applied} changes applied, {summary.stale} stale "
               f"skipped, {summary.gold_quarantined} quarantined in gold")
+    return 0
+
+
+def cmd_rebuild(args) -> int:
+    from pipelines.config import load_config
+    from pipelines.runner import rebuild
+    from pipelines.spark import get_spark
+    from pipelines.warehouse import Warehouse
+
+    cfg = load_config(args.conf)
+    spark = get_spark("lakecdc-rebuild")
+    if not args.yes:
+        for item in Warehouse.from_config(cfg).derived(spark):
+            print(f"would drop {item}")
+        print("nothing dropped: add --yes to rebuild silver and gold from bronze")
+        return 1
+    summary = rebuild(spark, cfg, progress=_progress)
+    _progress(f"rebuilt {', '.join(summary.stages)} from bronze: {summary.applied} changes applied, {summary.stale} "
+              f"stale skipped, {summary.gold_quarantined} quarantined in gold")
     return 0
 
 

@@ -120,6 +120,16 @@ def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummar
     summary.data_docs = build_data_docs(warehouse=wh)
 
 
+def rebuild(spark, cfg: PipelineConfig, progress: Callable[[str], None] = lambda msg: None) -> RunSummary:
+    """Silver and gold again from bronze: drop them and their checkpoints, then run both stages
+    to the end. Deterministic decoding, ordering and idempotency ids make the rebuilt tables equal
+    to the ones they replace (tests/spark/test_gold_vs_model.py checks it)."""
+    wh = Warehouse.from_config(cfg)
+    for item in wh.drop_derived(spark):
+        progress(f"dropped {item}")
+    return run_pipeline(spark, cfg, ("silver", "gold"), available_now=True, progress=progress)
+
+
 def _await(query) -> None:
     from pyspark.errors import StreamingQueryException
 

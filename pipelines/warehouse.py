@@ -125,6 +125,30 @@ class Warehouse:
             return TableRef(name=f"{self.catalog}.{self.schema}.gold_{kind}_{safe_name(mirror_name)}")
         return TableRef(path=f"{self.root}/gold/_{kind}/{safe_name(mirror_name)}")
 
+    def derived(self, spark) -> list[str]:
+        """What a rebuild drops: the silver and gold tables and their checkpoints (bronze stays)."""
+        if self.catalog:
+            rows = spark.sql(f"SHOW TABLES IN {quote_ident(self.catalog)}.{quote_ident(self.schema)}").collect()
+            tables = [f"{self.catalog}.{self.schema}.{r['tableName']}" for r in rows
+                      if r["tableName"].startswith(("silver_", "gold_"))]
+        else:
+            tables = [str(Path(self.root) / layer) for layer in ("silver", "gold") if (Path(self.root) / layer).exists()]
+        checkpoints = [f"{self.checkpoint_root}/{stage}" for stage in ("silver", "gold")
+                       if Path(f"{self.checkpoint_root}/{stage}").exists()]
+        return tables + checkpoints
+
+    def drop_derived(self, spark) -> list[str]:
+        """Drop silver, gold and their checkpoints; returns what was dropped."""
+        import shutil
+
+        dropped = self.derived(spark)
+        for item in dropped:
+            if self.catalog and not item.startswith(self.checkpoint_root):
+                spark.sql(f"DROP TABLE IF EXISTS {'.'.join(quote_ident(p) for p in item.split('.'))}")
+            else:
+                shutil.rmtree(item)
+        return dropped
+
     def checkpoint(self, stage: str, name: str) -> str:
         return f"{self.checkpoint_root}/{stage}/{safe_name(name)}"
 
