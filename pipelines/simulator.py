@@ -800,6 +800,7 @@ class SoakReport:
     messages: int = 0
     duplicates: int = 0
     tables: int = 0
+    keyless_tables: int = 0
     rows: int = 0
     mismatches: list[str] = field(default_factory=list)
     truth_mismatches: list[str] = field(default_factory=list)
@@ -811,7 +812,8 @@ class SoakReport:
 
     def summary(self) -> str:
         return (f"soak {self.format_id} seed {self.seed}: {self.histories} histories, {self.changes} changes, "
-                f"{self.messages} messages delivered ({self.duplicates} duplicates), {self.tables} tables, "
+                f"{self.messages} messages delivered ({self.duplicates} duplicates), {self.tables} tables "
+                f"({self.keyless_tables} without a key), "
                 f"{self.rows} mirror rows; {len(self.mismatches)} delivery mismatches, "
                 f"{len(self.truth_mismatches)} source mismatches; {self.seconds:.1f} s")
 
@@ -821,8 +823,9 @@ def soak(format_id: str, changes: int, seed: int = 1,
     """A long pure-Python check: encode → deliver → decode → model, against the model in source order.
 
     ``changes`` row changes in total, as histories of about ``history_size`` changes each
-    (seeds ``seed``, ``seed + 1``, ...). Each history is also checked against the source tables
-    themselves (``truth_mismatches``). Returns (and reports through ``progress``) what it checked.
+    (seeds ``seed``, ``seed + 1``, ...); every second history also has keyless tables where the
+    format can express them. Each history is also checked against the source tables themselves
+    (``truth_mismatches``). Returns (and reports through ``progress``) what it checked.
     """
     report = SoakReport(format_id, seed)
     began = time.monotonic()
@@ -830,11 +833,14 @@ def soak(format_id: str, changes: int, seed: int = 1,
     s = seed
     while report.changes < changes:
         size = min(history_size, changes - report.changes)
-        history = generate_history(format_id, s, n_changes=max(size, 1), **truth_safe_options(format_id))
+        keyless = CAPABILITIES[format_id].keyless and s % 2 == 1
+        history = generate_history(format_id, s, n_changes=max(size, 1), keyless_tables=keyless,
+                                   **truth_safe_options(format_id))
         delivery = deliver(history, s, partitions=1 + s % 4)
         got = model_rows(decode_delivery(history, delivery))
-        diffs = compare(delivery.expected, {t: got.get(t, []) for t in delivery.expected},
+        diffs = compare(delivery.expected, {t: got.get(t, []) for t in delivery.expected}, keys=history.keys(),
                         col_types=history.column_types())
+        report.keyless_tables += sum(1 for t in history.tables if not t.key)
         report.mismatches += [f"seed {s}: {d}" for d in diffs]
         report.truth_mismatches += [f"seed {s}: {d}" for d in truth_diffs(history)]
         report.histories += 1
