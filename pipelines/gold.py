@@ -307,6 +307,11 @@ def apply_truncate(spark, changes, profile: TableProfile, ident: MirrorIdentity,
         changes = changes.where(F.col("ord") > F.lit(profile.truncate_ord))
         with idempotent_dml(spark, f"{app_id}-t-{ident.mirror_name}", batch_id):
             ident.ref.delta(spark).delete(F.col("_seq") <= F.lit(profile.truncate_seq))
+        if ident.tombstones.exists(spark):
+            # Compaction that is provably safe: a change older than the truncate is stale through
+            # lakecdc.truncated_seq, so tombstones up to it are no longer needed.
+            with idempotent_dml(spark, f"{app_id}-tt-{ident.mirror_name}", batch_id):
+                ident.tombstones.delta(spark).delete(F.col("_seq") <= F.lit(profile.truncate_seq))
         if history is not None and history.exists(spark):
             with idempotent_dml(spark, f"{app_id}-ht-{ident.mirror_name}", batch_id):
                 history.delta(spark).update(

@@ -268,3 +268,18 @@ def test_truncate_closes_the_current_versions(spark, tmp_path):
     assert _history(gold) == [(1, 1, "01", "05", False, False), (2, 2, "02", "05", False, False),
                               (3, 3, "06", "--", True, True)]
     assert gold.rows() == [{"id": 3, "a": 3}]
+
+
+def test_truncate_compacts_the_tombstones_it_supersedes_and_late_changes_stay_stale(spark, tmp_path):
+    gold = Gold(spark, tmp_path)
+    insert = change("INSERT", 1, after=_row(1, a="1"))
+    gold.apply([insert, change("DELETE", 2, before=_row(1, a="1")), change("DELETE", 4, before=_row(9, a="9"))])
+    tombstones = gold.wh.tombstones("shop.t")
+    assert sorted(r["id"] for r in tombstones.read(spark).collect()) == [1, 9]
+    truncate = Change(op="TRUNCATE", db="shop", table="t", key_columns=("id",), seq=(1_700_000_000_003,),
+                      event_time="2023-11-14T22:13:23Z", ddl="TRUNCATE TABLE shop.t")
+    gold.apply([truncate])
+    assert [r["id"] for r in tombstones.read(spark).collect()] == [9], "only the tombstone newer than the truncate"
+    stats = gold.apply([insert, change("INSERT", 3, after=_row(9, a="99"))])  # both older than what they meet
+    assert (stats.applied, stats.stale) == (0, 2)
+    assert gold.rows() == []
