@@ -472,10 +472,11 @@ def apply_multiset(spark, changes, shape: MirrorShape, ident: MirrorIdentity, wh
     only takes a copy that exists at that point.
 
     Each mirror row carries ``_row_id``: the id of the change that inserted it. A change's id is a
-    hash of its table, sequence, op and images, so a redelivered copy of a message is applied once
-    (the ids applied are kept in ``gold/_applied/<mirror>``). Two byte-identical changes with the
-    same sequence are one change: a format whose full-load rows carry no sequence delivers two
-    identical keyless rows of its full load as one.
+    hash of its table, sequence, op, place in its message and images, so a redelivered copy of a
+    message is applied once (the ids applied are kept in ``gold/_applied/<mirror>``), while two
+    equal rows of one message (a Canal ``data`` array) stay two. Two equal changes with the same
+    sequence in different messages are one change: a format whose full-load rows carry no
+    sequence delivers two identical keyless rows of its full load as one.
     """
     from pyspark.sql import functions as F
 
@@ -496,8 +497,8 @@ def apply_multiset(spark, changes, shape: MirrorShape, ident: MirrorIdentity, wh
     if not applied.exists(spark):
         spark.sql(f"CREATE TABLE IF NOT EXISTS {applied.sql} (change_id STRING, _seq STRING) USING DELTA")
     image_text = "to_json(array_sort(map_entries(coalesce({0}, " + EMPTY_MAP + "))))"
-    change_id = F.sha2(F.concat_ws(ORD_SEPARATOR, F.col(SOURCE_TABLE), "seq", "op", F.expr(image_text.format("before")),
-                                   F.expr(image_text.format("after"))), 256)
+    change_id = F.sha2(F.concat_ws(ORD_SEPARATOR, F.col(SOURCE_TABLE), "seq", "op", F.col("change_index").cast("string"),
+                                   F.expr(image_text.format("before")), F.expr(image_text.format("after"))), 256)
     with_ids = changes.withColumn("change_id", change_id)
     fresh = (with_ids.where("NOT stale").dropDuplicates(["change_id"])
              .join(applied.read(spark).select("change_id"), "change_id", "left_anti").persist())

@@ -47,9 +47,11 @@ class Gold:
 
     def frame(self, changes: list[Change]):
         ctx = self.cfg.decode_context(FMT)
-        encoder = get_decoder(FMT)
-        rows = [("s", FMT, encoder.encode(ch, ctx), f"file:/x#{self.batches}.{i}",
-                 f"{self.batches:06d}{i:06d}", None) for i, ch in enumerate(changes)]
+        return self.frame_of_messages([get_decoder(FMT).encode(ch, ctx) for ch in changes])
+
+    def frame_of_messages(self, messages: list[bytes]):
+        rows = [("s", FMT, raw, f"file:/x#{self.batches}.{i}", f"{self.batches:06d}{i:06d}", None)
+                for i, raw in enumerate(messages)]
         bronze = self.spark.createDataFrame(
             rows, "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP")
         return decode_frame(bronze, self.cfg).where("kind = 'change'").drop("kind")
@@ -283,3 +285,19 @@ def test_truncate_compacts_the_tombstones_it_supersedes_and_late_changes_stay_st
     stats = gold.apply([insert, change("INSERT", 3, after=_row(9, a="99"))])  # both older than what they meet
     assert (stats.applied, stats.stale) == (0, 2)
     assert gold.rows() == []
+
+
+def test_two_equal_keyless_rows_of_one_message_stay_two(spark, tmp_path):
+    """A Canal message carries several rows in ``data``: two equal ones are two source rows."""
+    import json
+
+    types = {"a": "int", "b": "varchar(16)"}
+    gold = Gold(spark, tmp_path)
+    message = json.loads(get_decoder(FMT).encode(change("INSERT", 1, after={"a": "1", "b": "x"}, types=types, key=()),
+                                                 gold.cfg.decode_context(FMT)))
+    message["data"] = message["data"] * 2
+    raw = json.dumps(message).encode()
+    frame = gold.frame_of_messages([raw, raw])  # the message, and a redelivered copy of it
+    assert frame.count() == 4
+    apply_gold_batch(spark, frame, 0, gold.cfg, gold.wh, "app-test")
+    assert gold.rows() == [{"a": 1, "b": "x"}, {"a": 1, "b": "x"}]
