@@ -53,6 +53,17 @@ ORD_SEPARATOR = "\u0001"
 TRUNCATED_SEQ_PROPERTY = "lakecdc.truncated_seq"
 SOURCE_TABLE = "_source_table"
 EMPTY_MAP = "cast(map() AS map<string,string>)"
+#: A change that carries only some columns (``changed`` set: SharePlex, Mongo ``$set``, DTS NONE).
+PARTIAL_SQL = "op = 'UPDATE' AND changed IS NOT NULL"
+#: The row as a change leaves it (canonical text): a partial UPDATE overlays its columns on its
+#: before-image (SharePlex ``key``), so a row that moves to a new key keeps the columns the message
+#: does not carry; any other change's after-image is the row.
+ROW_AFTER_SQL = (f"CASE WHEN {PARTIAL_SQL} THEN map_concat(coalesce(before, {EMPTY_MAP}), coalesce(after, {EMPTY_MAP})) "
+                 f"ELSE coalesce(after, {EMPTY_MAP}) END")
+#: Each lineage column of a mirror row, and the silver column of its last change it records.
+LINEAGE_SOURCES = (("_seq", "seq"), ("_queue_pos", "queue_pos"), ("_op", "op"), ("_event_time", "event_time"),
+                   ("_source", "source"), ("_format", "format"), ("_position", "bronze_position"),
+                   ("_ingest_time", "ingest_time"))
 
 
 @dataclass
@@ -193,13 +204,11 @@ def table_config(cfg: PipelineConfig, source_table: str) -> TableConfig | None:
     return None
 
 
-def resolve_key(spark, ident: MirrorIdentity, profile: TableProfile, tc: TableConfig | None) -> tuple[str, ...]:
+def resolve_key(props: dict[str, str] | None, profile: TableProfile, tc: TableConfig | None) -> tuple[str, ...]:
     """The mirror's key is fixed when it is created: from the messages, else the configuration.
     No key at all (and no vendor row id in the messages) means multiset semantics."""
-    if ident.ref.exists(spark):
-        props = table_properties(spark, ident.ref)
-        if "lakecdc.key" in props:
-            return tuple(k for k in props["lakecdc.key"].split(",") if k)
+    if props is not None and "lakecdc.key" in props:
+        return tuple(k for k in props["lakecdc.key"].split(",") if k)
     return profile.key or (tc.key if tc else ())
 
 
@@ -211,15 +220,18 @@ def apply_table(spark, changes, profile: TableProfile, cfg: PipelineConfig, wh: 
     mirror_name = tc.target if tc and tc.target else profile.name
     ident = MirrorIdentity(profile.name, mirror_name, wh.mirror(mirror_name), wh.tombstones(mirror_name),
                            policy=(tc.schema_changes if tc and tc.schema_changes else cfg.schema_changes))
-    key = resolve_key(spark, ident, profile, tc)
-    shape = shape_mirror(spark, ident, key, dict(tc.columns) if tc else {}, profile.columns, profile.shapes,
+    # the mirror's properties as the batch begins (None: no mirror yet), read once for every stage
+    props = table_properties(spark, ident.ref) if ident.ref.exists(spark) else None
+    key = resolve_key(props, profile, tc)
+    shape = shape_mirror(spark, ident, props, key, dict(tc.columns) if tc else {}, profile.columns, profile.shapes,
                          profile.schemaless, keyless=not key)
     checked = check_changes(rename_columns(changes, shape.renames), shape, key).persist()
     try:
         good = quarantine_misfits(spark, checked, ident, wh, app_id, batch_id, stats)
         good = _batch_expectations(spark, tc, mirror_name, good, shape.columns, wh, app_id, batch_id, stats)
         history = wh.history(mirror_name) if tc and tc.history and key else None
-        good = apply_truncate(spark, good, profile, ident, app_id, batch_id, history)
+        truncated_seq = (props or {}).get(TRUNCATED_SEQ_PROPERTY, "")
+        good = apply_truncate(spark, good, profile, ident, truncated_seq, app_id, batch_id, history)
         from pipelines.quality import current_version
 
         version_before = current_version(spark, ident.ref) if cfg.quality_checks and key else None
@@ -295,14 +307,13 @@ def quarantine_misfits(spark, checked, ident: MirrorIdentity, wh: Warehouse, app
     return checked.where("reason IS NULL")
 
 
-def apply_truncate(spark, changes, profile: TableProfile, ident: MirrorIdentity, app_id: str, batch_id: int,
-                   history: TableRef | None = None):
+def apply_truncate(spark, changes, profile: TableProfile, ident: MirrorIdentity, truncated_seq: str, app_id: str,
+                   batch_id: int, history: TableRef | None = None):
     """TRUNCATE empties the mirror as of its sequence (and closes the history's current versions);
-    changes before it (in this batch, or later batches: the ``lakecdc.truncated_seq`` property)
-    are stale."""
+    changes before it (in this batch, or later batches: ``truncated_seq``, the mirror's
+    ``lakecdc.truncated_seq`` property) are stale."""
     from pyspark.sql import functions as F
 
-    truncated_seq = table_properties(spark, ident.ref).get(TRUNCATED_SEQ_PROPERTY, "")
     if profile.truncate_ord is not None:
         changes = changes.where(F.col("ord") > F.lit(profile.truncate_ord))
         with idempotent_dml(spark, f"{app_id}-t-{ident.mirror_name}", batch_id):
@@ -330,6 +341,11 @@ def _typed(image_sql: str, column: str, source_type: str | None) -> str:
     return convert_expr(f"({image_sql})[{lit(column)}]", source_type)
 
 
+def stored_key(key: tuple[str, ...]) -> str:
+    """SQL of a stored row's key (mirror, tombstones, history) as the struct ``k`` changes carry."""
+    return f"named_struct({', '.join(f'{lit(k)}, {q(k)}' for k in key)})"
+
+
 def apply_keyed(spark, changes, shape: MirrorShape, key: tuple[str, ...], ident: MirrorIdentity, app_id: str,
                 batch_id: int, stats: GoldStats, history: TableRef | None = None) -> None:
     """Order, drop stale changes, fold per key, MERGE the mirror and its tombstones (and the
@@ -354,7 +370,7 @@ def apply_keyed(spark, changes, shape: MirrorShape, key: tuple[str, ...], ident:
     rows = rows.unionByName(moved)
 
     # --- stale: older than what the mirror or its tombstones hold for the key ------------------
-    key_sql = f"named_struct({', '.join(f'{lit(k)}, {q(k)}' for k in key)}) AS k"
+    key_sql = f"{stored_key(key)} AS k"
     current = (ident.ref.read(spark).selectExpr(key_sql, "_seq AS m_seq")
                .unionByName(ident.tombstones.read(spark).selectExpr(key_sql, "_seq AS m_seq"))
                .groupBy("k").agg(F.max("m_seq").alias("m_seq")))
@@ -395,13 +411,8 @@ def changes_per_key(rows):
     from pyspark.sql import functions as F
 
     per_key = rows.groupBy("k").agg(F.collect_list(F.struct(
-        "ord", "op",
-        # A partial UPDATE overlays its columns on its before-image (SharePlex `key`), so a row that
-        # moves to a new key keeps the columns the message does not carry.
-        F.expr(f"CASE WHEN op = 'UPDATE' AND changed IS NOT NULL THEN map_concat(coalesce(before, {EMPTY_MAP}), "
-               f"coalesce(after, {EMPTY_MAP})) ELSE coalesce(after, {EMPTY_MAP}) END").alias("after"),
-        F.expr("op = 'UPDATE' AND changed IS NOT NULL").alias("partial"), "seq", "queue_pos", "event_time",
-        "source", "format", "bronze_position", "ingest_time")).alias("chs"))
+        "ord", "op", F.expr(ROW_AFTER_SQL).alias("after"), F.expr(PARTIAL_SQL).alias("partial"),
+        "seq", "queue_pos", "event_time", "source", "format", "bronze_position", "ingest_time")).alias("chs"))
     return per_key.withColumn("chs", F.expr(
         "array_sort(chs, (l, r) -> CASE WHEN l.ord < r.ord THEN -1 WHEN l.ord > r.ord THEN 1 ELSE 0 END)"))
 
@@ -425,9 +436,8 @@ def fold_per_key(rows, key: tuple[str, ...], shape: MirrorShape):
     select = ["k", "st.live AS live", "st.full AS full"]
     for i, (value, written) in enumerate(state_columns("st", key, shape)):
         select += [f"{value} AS v{i}", f"{written} AS p{i}"]
-    select += ["last.seq AS _seq", "last.queue_pos AS _queue_pos", "CASE WHEN st.live THEN last.op ELSE 'DELETE' END AS _op",
-               "last.event_time AS _event_time", "last.source AS _source", "last.format AS _format",
-               "last.bronze_position AS _position", "last.ingest_time AS _ingest_time"]
+    select += [("CASE WHEN st.live THEN last.op ELSE 'DELETE' END" if name == "_op" else f"last.{source}") + f" AS {name}"
+               for name, source in LINEAGE_SOURCES]
     return folded.selectExpr(*select)
 
 
@@ -505,15 +515,10 @@ def apply_multiset(spark, changes, shape: MirrorShape, ident: MirrorIdentity, wh
     try:
         stats.applied = fresh.count()
         stats.stale += with_ids.count() - stats.applied  # redelivered copies, and changes before a truncate
-        after_sql = (f"CASE WHEN changed IS NOT NULL THEN map_concat(coalesce(before, {EMPTY_MAP}), "
-                     f"coalesce(after, {EMPTY_MAP})) ELSE after END")
-        lineage = [F.col("seq").alias("_seq"), F.col("queue_pos").alias("_queue_pos"), F.col("op").alias("_op"),
-                   F.col("event_time").alias("_event_time"), F.col("source").alias("_source"),
-                   F.col("format").alias("_format"), F.col("bronze_position").alias("_position"),
-                   F.col("ingest_time").alias("_ingest_time")]
-        added = (fresh.where(f"op IN ('INSERT', 'SNAPSHOT', 'UPDATE') AND after IS NOT NULL")
+        lineage = [F.col(source).alias(name) for name, source in LINEAGE_SOURCES]
+        added = (fresh.where("op IN ('INSERT', 'SNAPSHOT', 'UPDATE') AND after IS NOT NULL")
                  .select(F.col("change_id").alias(ROW_ID_COLUMN), F.concat("ord", F.lit("1")).alias("ord"),
-                         F.struct(*typed_row(after_sql)).alias("row"), *lineage)
+                         F.struct(*typed_row(ROW_AFTER_SQL)).alias("row"), *lineage)
                  .withColumn("h", row_hash([F.col(f"row.{q(c)}") for c in columns])))
         removed = (fresh.where("op IN ('DELETE', 'UPDATE') AND before IS NOT NULL")
                    .select(F.concat("ord", F.lit("0")).alias("ord"), row_hash(typed_row("before")).alias("h")))

@@ -19,7 +19,7 @@ mirror), and a retried batch is applied once (Delta ``txnAppId``/``txnVersion``)
 from __future__ import annotations
 
 from pipelines.mirror_schema import (
-    SYSTEM_COLUMNS, MirrorShape, column_ddl, lit, mirror_schema, q, widens,
+    SYSTEM_COLUMNS, MirrorShape, column_ddl, mirror_schema, q, widens,
 )
 from pipelines.warehouse import TableRef
 
@@ -53,7 +53,7 @@ def merge_history(spark, rows, key: tuple[str, ...], shape: MirrorShape, history
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from pipelines.gold import FOLD_START, changes_per_key, fold_step, idempotent_dml, state_columns
+    from pipelines.gold import FOLD_START, changes_per_key, fold_step, idempotent_dml, state_columns, stored_key
 
     ensure_history(spark, history, mirror)
     hist_types = {c: t for c, (t, _src) in mirror_schema(spark, history).items()}
@@ -67,9 +67,8 @@ def merge_history(spark, rows, key: tuple[str, ...], shape: MirrorShape, history
     last_of_seq = Window.partitionBy("k", "v.c.seq")
     states = (states.withColumn("last_pos", F.max("pos").over(last_of_seq)).where("pos = last_pos")
               .selectExpr("k", "pos", "v.st AS st", "v.c AS c"))
-    key_sql = f"named_struct({', '.join(f'{lit(k)}, {q(k)}' for k in key)})"
     current = history.read(spark).where("_current").selectExpr(
-        f"{key_sql} AS k", "_valid_from_seq AS open_from", *[f"{q(c)} AS h{i}" for i, c in enumerate(data_cols)])
+        f"{stored_key(key)} AS k", "_valid_from_seq AS open_from", *[f"{q(c)} AS h{i}" for i, c in enumerate(data_cols)])
     by_pos = Window.partitionBy("k").orderBy("pos")
     states = (states.join(current, "k", "left").where("open_from IS NULL OR c.seq > open_from")
               .withColumn("next_seq", F.lead("c.seq").over(by_pos))

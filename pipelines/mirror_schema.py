@@ -143,9 +143,18 @@ def _decimal_args(t: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def _normal(spark_type_name: str) -> str:
+    """One spelling per Spark type name (``DECIMAL(10, 2)`` = ``decimal(10,2)``)."""
+    return spark_type_name.lower().replace(" ", "")
+
+
+def same_type(a: str, b: str) -> bool:
+    return _normal(a) == _normal(b)
+
+
 def widens(old: str, new: str) -> bool:
     """Delta type widening can change a column from ``old`` to ``new`` (Spark type names)."""
-    old, new = old.lower().replace(" ", ""), new.lower().replace(" ", "")
+    old, new = _normal(old), _normal(new)
     if old == new:
         return False
     if old == "int" and new in ("bigint", "double"):
@@ -163,7 +172,7 @@ def widens(old: str, new: str) -> bool:
 
 def fits(new: str, old: str) -> bool:
     """Every value of Spark type ``new`` is exactly representable in a column of type ``old``."""
-    return old.lower() == "string" or new.lower().replace(" ", "") == old.lower().replace(" ", "") or widens(new, old)
+    return _normal(old) == "string" or same_type(new, old) or widens(new, old)
 
 
 # ---------------------------------------------------------------- shaping the mirror
@@ -178,14 +187,14 @@ class MirrorIdentity:
     policy: str = DEFAULT_SCHEMA_POLICY
 
 
-def shape_mirror(spark, ident: MirrorIdentity, key: tuple[str, ...], configured: dict[str, str],
-                 sightings: dict[str, ColumnSighting], shapes: list[ImageShape], schemaless: bool,
-                 keyless: bool) -> MirrorShape:
-    """Create the mirror or follow the source's schema changes (see the module table)."""
-    existing = mirror_schema(spark, ident.ref)
-    if not existing:
+def shape_mirror(spark, ident: MirrorIdentity, props: dict[str, str] | None, key: tuple[str, ...],
+                 configured: dict[str, str], sightings: dict[str, ColumnSighting], shapes: list[ImageShape],
+                 schemaless: bool, keyless: bool) -> MirrorShape:
+    """Create the mirror (``props`` None: it does not exist yet) or follow the source's schema
+    changes (see the module table); ``props`` are its table properties as the batch began."""
+    if props is None:
         return _create(spark, ident, key, configured, sightings, keyless)
-    props = table_properties(spark, ident.ref)
+    existing = mirror_schema(spark, ident.ref)
     evolution = _Evolution(spark, ident, props, existing, key, configured, sightings, schemaless)
     evolution.run(shapes)
     return evolution.shape
@@ -303,7 +312,7 @@ class _Evolution:
             return None
         old, candidate = next(iter(gone)), new[0]
         new_type = spark_type(_wanted_type(candidate, self.configured, self.sightings))
-        if new_type.lower() != self.spark_types.get(old, "").lower():
+        if not same_type(new_type, self.spark_types.get(old, "")):
             return None
         lacking = [s for s in shapes if old not in s.columns and s.last_seq > self.since.get(old, "")]
         return (old, candidate) if lacking and all(candidate in s.columns for s in lacking) else None
@@ -368,7 +377,7 @@ class _Evolution:
         """Follow the types the messages state for a column the configuration does not type."""
         for source_type in sorted(self.sightings[column].types):
             old, new = self.spark_types[column], spark_type(source_type).lower()
-            if new.replace(" ", "") == old.replace(" ", ""):
+            if same_type(new, old):
                 continue
             if widens(old, new):
                 log.info("gold: %s: column %r widens %s → %s", self.where, column, old, new)

@@ -127,27 +127,31 @@ class Warehouse:
 
     def derived(self, spark) -> list[str]:
         """What a rebuild drops: the silver and gold tables and their checkpoints (bronze stays)."""
-        if self.catalog:
-            rows = spark.sql(f"SHOW TABLES IN {quote_ident(self.catalog)}.{quote_ident(self.schema)}").collect()
-            tables = [f"{self.catalog}.{self.schema}.{r['tableName']}" for r in rows
-                      if r["tableName"].startswith(("silver_", "gold_"))]
-        else:
-            tables = [str(Path(self.root) / layer) for layer in ("silver", "gold") if (Path(self.root) / layer).exists()]
-        checkpoints = [f"{self.checkpoint_root}/{stage}" for stage in ("silver", "gold")
-                       if Path(f"{self.checkpoint_root}/{stage}").exists()]
-        return tables + checkpoints
+        tables, paths = self._derived(spark)
+        return [t.name for t in tables] + paths
 
     def drop_derived(self, spark) -> list[str]:
         """Drop silver, gold and their checkpoints; returns what was dropped."""
         import shutil
 
-        dropped = self.derived(spark)
-        for item in dropped:
-            if self.catalog and not item.startswith(self.checkpoint_root):
-                spark.sql(f"DROP TABLE IF EXISTS {'.'.join(quote_ident(p) for p in item.split('.'))}")
-            else:
-                shutil.rmtree(item)
-        return dropped
+        tables, paths = self._derived(spark)
+        for table in tables:
+            spark.sql(f"DROP TABLE IF EXISTS {table.sql}")
+        for path in paths:
+            shutil.rmtree(path)
+        return [t.name for t in tables] + paths
+
+    def _derived(self, spark) -> tuple[list[TableRef], list[str]]:
+        """Catalog tables of silver and gold, and the directories to remove (local layers, checkpoints)."""
+        layers = ("silver", "gold")
+        tables, paths = [], [f"{self.checkpoint_root}/{layer}" for layer in layers]
+        if self.catalog:
+            rows = spark.sql(f"SHOW TABLES IN {quote_ident(self.catalog)}.{quote_ident(self.schema)}").collect()
+            tables = [TableRef(name=f"{self.catalog}.{self.schema}.{r['tableName']}") for r in rows
+                      if r["tableName"].startswith(tuple(f"{layer}_" for layer in layers))]
+        else:
+            paths = [str(Path(self.root) / layer) for layer in layers] + paths
+        return tables, [p for p in paths if Path(p).exists()]
 
     def checkpoint(self, stage: str, name: str) -> str:
         return f"{self.checkpoint_root}/{stage}/{safe_name(name)}"
