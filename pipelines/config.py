@@ -34,13 +34,15 @@ from typing import Any, Mapping
 
 import yaml
 
+from pipelines.errors import ConfigError
 from pipelines.formats import ALL_FORMAT_IDS
 from pipelines.formats.base import DEFAULT_MAX_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DecodeContext, TableSpec
-from pipelines.mirror_schema import DEFAULT_SCHEMA_POLICY, SCHEMA_POLICIES
 
+__all__ = ["ConfigError"]  # defined in pipelines.errors (quality's rule parser raises it too)
 
-class ConfigError(ValueError):
-    """A configuration problem; the message names the file and the field."""
+#: What gold does with a DROP, RENAME, narrowing or retype (``schema_changes``; see pipelines.gold.schema).
+SCHEMA_POLICIES = ("fail", "quarantine", "evolve", "ignore")
+DEFAULT_SCHEMA_POLICY = "fail"
 
 
 STAGES = ("bronze", "silver", "gold")

@@ -17,28 +17,20 @@ batch retried after a crash is never appended twice.
 from __future__ import annotations
 
 import logging
-import uuid
-from pathlib import Path
 from typing import Iterator
 
 from pipelines.config import PipelineConfig
+from pipelines.delta_writes import append_idempotent, quarantine_frame, run_id
 from pipelines.formats import Change, DecodeContext, Reject, get_decoder
 from pipelines.formats.base import ROW_OPS
+from pipelines.layout import BRONZE_COLUMNS, CHANGE_FIELDS, CHANGES_COLUMNS, DDL_COLUMNS, DECODED_DDL, HEARTBEAT_COLUMNS
+from pipelines.spark_schema import arrow_schema_of
 from pipelines.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
 #: Quarantine keeps this much of the raw message inline; the pointer leads to all of it.
 RAW_EXCERPT_BYTES = 4096
-
-DECODED_DDL = (
-    "kind STRING, source STRING, format STRING, db STRING, `schema` STRING, `table` STRING, op STRING, "
-    "key_columns ARRAY<STRING>, before MAP<STRING, STRING>, after MAP<STRING, STRING>, changed ARRAY<STRING>, "
-    "col_types MAP<STRING, STRING>, seq STRING, queue_pos STRING, change_index INT, event_time STRING, "
-    "txn STRING, ddl STRING, detail STRING, reason STRING, raw_excerpt BINARY, bronze_position STRING, "
-    "ingest_time TIMESTAMP"
-)
-_BRONZE_COLUMNS = ("source", "format", "value", "position", "queue_pos", "ingest_time")
 
 
 def seq_text(seq: tuple[int, ...]) -> str:
@@ -77,13 +69,20 @@ def decoded_rows(bronze: dict, changes: list[Change] | None, reason: str | None)
         return
     for index, ch in enumerate(changes):
         kind = "change" if ch.op in ROW_OPS else ("ddl" if ch.op == "DDL" else "heartbeat")
-        yield {
-            **base, "kind": kind, "db": ch.db, "schema": ch.schema, "table": ch.table, "op": ch.op,
-            "key_columns": list(ch.key_columns), "before": ch.before, "after": ch.after,
-            "changed": list(ch.changed) if ch.changed is not None else None, "col_types": ch.col_types,
-            "seq": seq_text(ch.seq), "change_index": index, "event_time": ch.event_time, "txn": ch.txn,
-            "ddl": ch.ddl, "detail": ch.detail,
-        }
+        yield {**base, "kind": kind, "change_index": index, **_silver_fields(ch)}
+
+
+def _silver_fields(ch: Change) -> dict:
+    """A change's fields as silver stores them: tuples as lists, the sequence as sortable text."""
+    out = {}
+    for name in CHANGE_FIELDS:
+        value = getattr(ch, name)
+        if name == "seq":
+            value = seq_text(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out
 
 
 def make_decode_batches(contexts: dict[str, DecodeContext], default_ctx: DecodeContext):
@@ -91,8 +90,6 @@ def make_decode_batches(contexts: dict[str, DecodeContext], default_ctx: DecodeC
 
     def decode_batches(batches):
         import pyarrow as pa
-
-        from pipelines.spark_schema import arrow_schema_of
 
         schema = arrow_schema_of(DECODED_DDL)
         for batch in batches:
@@ -116,37 +113,10 @@ def decode_frame(df, cfg: PipelineConfig):
     """Bronze DataFrame (batch or stream) → decoded silver rows of all four kinds."""
     formats = {s.format for s in cfg.sources} | set(cfg.format_options) | {"auto"}
     contexts = {fmt: cfg.decode_context(fmt) for fmt in formats}
-    return df.select(*_BRONZE_COLUMNS).mapInArrow(make_decode_batches(contexts, cfg.decode_context()), DECODED_DDL)
+    return df.select(*BRONZE_COLUMNS).mapInArrow(make_decode_batches(contexts, cfg.decode_context()), DECODED_DDL)
 
 
 # ---------------------------------------------------------------- writing the four tables
-
-CHANGES_COLUMNS = (
-    "source", "format", "db", "schema", "table", "op", "key_columns", "before", "after", "changed",
-    "col_types", "seq", "queue_pos", "change_index", "event_time", "txn", "detail", "bronze_position",
-    "ingest_time",
-)
-HEARTBEAT_COLUMNS = ("source", "format", "db", "schema", "table", "op", "detail", "seq", "queue_pos",
-                     "event_time", "txn", "bronze_position", "ingest_time")
-DDL_COLUMNS = ("source", "format", "db", "schema", "table", "ddl", "detail", "seq", "queue_pos", "event_time",
-               "txn", "bronze_position", "ingest_time")
-QUARANTINE_COLUMNS = ("stage", "source", "format", "db", "table", "reason", "rule", "bad_value",
-                      "bronze_position", "queue_pos", "raw_excerpt", "ingest_time")
-
-
-def quarantine_frame(df):
-    """Shape any rows with reason/bronze_position into the quarantine table's columns."""
-    from pyspark.sql import functions as F
-
-    cols = []
-    for c in QUARANTINE_COLUMNS:
-        if c in df.columns:
-            cols.append(F.col(c))
-        else:
-            typ = {"raw_excerpt": "binary", "ingest_time": "timestamp"}.get(c, "string")
-            cols.append(F.lit(None).cast(typ).alias(c))
-    return df.select(*cols)
-
 
 def _event_time(col):
     from pyspark.sql import functions as F
@@ -179,25 +149,6 @@ def write_silver_batch(spark, batch_df, batch_id: int, wh: Warehouse, app_id: st
         return counts
     finally:
         batch_df.unpersist()
-
-
-def append_idempotent(frame, ref, app_id: str, version: int) -> None:
-    """Append; a retry of the same (app_id, version) is skipped by Delta itself."""
-    writer = (frame.write.format("delta").mode("append").option("txnAppId", app_id)
-              .option("txnVersion", version).option("mergeSchema", "true"))
-    ref.save(writer)
-
-
-def run_id(checkpoint: str) -> str:
-    """A stable id for one checkpoint's life: replaying from a fresh checkpoint gets a new id,
-    so Delta's idempotency never mistakes a replay for a retry."""
-    marker = Path(checkpoint) / "lakecdc_run_id"
-    if marker.exists():
-        return marker.read_text().strip()
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    value = uuid.uuid4().hex
-    marker.write_text(value)
-    return value
 
 
 def ensure_silver(spark, wh: Warehouse) -> None:

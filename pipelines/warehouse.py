@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.sql import q as quote_ident
+
 _SAFE_RE = re.compile(r"[^a-z0-9_]")
 
 
@@ -32,10 +34,6 @@ def safe_name(name: str, max_len: int = 96) -> str:
         return slug
     digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
     return f"t_{slug.strip('_')[: max_len - 16]}_{digest}"
-
-
-def quote_ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass(frozen=True)

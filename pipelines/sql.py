@@ -1,0 +1,83 @@
+"""SQL building blocks over silver changes and mirror columns, shared by gold, quality and export.
+
+Names and texts come from messages, so they are hostile until proven otherwise: every name that
+reaches SQL passes through :func:`q` and every text through :func:`lit`.
+"""
+
+from __future__ import annotations
+
+from pipelines.values import family, parse_type, spark_type
+
+#: An empty image (``before``/``after`` are ``map<string,string>``).
+EMPTY_MAP = "cast(map() AS map<string,string>)"
+#: A change that carries only some columns (``changed`` set: SharePlex, Mongo ``$set``, DTS NONE).
+PARTIAL_SQL = "op = 'UPDATE' AND changed IS NOT NULL"
+#: A change whose after-image is the whole row.
+FULL_IMAGE_SQL = "(op IN ('INSERT', 'SNAPSHOT') OR (op = 'UPDATE' AND changed IS NULL)) AND after IS NOT NULL"
+#: The row as a change leaves it (canonical text): a partial UPDATE overlays its columns on its
+#: before-image (SharePlex ``key``), so a row that moves to a new key keeps the columns the message
+#: does not carry; any other change's after-image is the row.
+ROW_AFTER_SQL = (
+    f"CASE WHEN {PARTIAL_SQL} THEN map_concat(coalesce(before, {EMPTY_MAP}), coalesce(after, {EMPTY_MAP})) "
+    f"ELSE coalesce(after, {EMPTY_MAP}) END"
+)
+#: The image that names a change's row: a DELETE's before-image, any other change's after-image
+#: (each falling back to the other where a format sends only one).
+ROW_IMAGE_SQL = "CASE WHEN op = 'DELETE' THEN coalesce(before, after) ELSE coalesce(after, before) END"
+
+
+def q(name: str) -> str:
+    """A quoted SQL identifier: any name, backticks included."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_str(value: str) -> str:
+    """The body of a single-quoted SQL string literal."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def lit(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + sql_str(text) + "'"
+
+
+def convert_expr(text_col: str, source_type: str | None) -> str:
+    """SQL that turns canonical text into the mirror type, NULL where it does not fit."""
+    target = spark_type(source_type)
+    if target == "STRING":
+        return text_col
+    if target == "BINARY":
+        return f"try_to_binary({text_col}, 'base64')"
+    if target in ("TIMESTAMP", "TIMESTAMP_NTZ"):
+        return f"CASE WHEN {text_col} RLIKE '\\\\.[0-9]{{7,}}' THEN NULL ELSE try_cast({text_col} AS {target}) END"
+    if target.startswith("DECIMAL"):
+        _, args, _ = parse_type(source_type or "")
+        p, s = (list(args) + [0])[:2] if args else (20, 0)
+        if family(source_type) == "uint64":
+            p, s = 20, 0
+        whole = p - s
+        int_part = f"(0|[1-9][0-9]{{0,{whole - 1}}})" if whole > 0 else "0?"
+        frac_part = f"(\\\\.[0-9]{{0,{s}}}0*)?" if s > 0 else "(\\\\.0*)?"
+        return (
+            f"CASE WHEN {text_col} RLIKE '^-?{int_part}{frac_part}$' "
+            f"THEN try_cast({text_col} AS {target}) ELSE NULL END"
+        )
+    return f"try_cast({text_col} AS {target})"
+
+
+def typed(image_sql: str, column: str, source_type: str | None) -> str:
+    """SQL of one column of an image (``map<string,string>``) converted to the mirror type."""
+    return convert_expr(f"({image_sql})[{lit(column)}]", source_type)
+
+
+def export_expr(column: str, data_type: str) -> str:
+    """SQL that renders a mirror value as canonical text for ``lakecdc export``."""
+    c = q(column)
+    t = data_type.lower()
+    if t == "binary":
+        return f"base64({c})"
+    if t == "timestamp":
+        return f"concat(replace(CAST({c} AS STRING), ' ', 'T'), 'Z')"
+    if t == "timestamp_ntz":
+        return f"replace(CAST({c} AS STRING), ' ', 'T')"
+    return f"CAST({c} AS STRING)"
