@@ -29,4 +29,8 @@ test-e2e: setup
 	$(VENV)/bin/pytest -q tests/e2e
 
 clean:
-	rm -rf build lakecdc-demo .pytest_cache
+	rm -rf build .pytest_cache
+
+.PHONY: fuzz
+fuzz: setup          ## fuzz every decoder and the silver batch longer than CI does (LAKECDC_FUZZ_EXAMPLES per format)
+	LAKECDC_FUZZ_EXAMPLES=$${LAKECDC_FUZZ_EXAMPLES:-1000} $(VENV)/bin/pytest -q tests/unit/test_fuzz_decoders.py

@@ -78,10 +78,10 @@ display(spark.sql(f"""  -- noqa
 # MAGIC %md ## The same summary as `lakecdc dq report`, and the chart over time
 
 # COMMAND ----------
-from pipelines import quality  # noqa: E402
+from pipelines.quality.report import chart, report  # noqa: E402
 from pipelines.warehouse import Warehouse  # noqa: E402
 
 wh = Warehouse(warehouse) if warehouse else Warehouse(None, catalog, schema)
-print(quality.report(spark, wh))  # noqa: F821
-png = quality.chart(spark, wh, "/tmp/lakecdc_dq_chart.png")  # noqa: F821
+print(report(spark, wh))  # noqa: F821
+png = chart(spark, wh, "/tmp/lakecdc_dq_chart.png")  # noqa: F821
 displayHTML(f"<img src='data:image/png;base64,{__import__('base64').b64encode(open(png, 'rb').read()).decode()}'>")  # noqa: F821

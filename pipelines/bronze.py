@@ -20,6 +20,7 @@ import logging
 from typing import Iterator
 
 from pipelines.config import KafkaSource, PipelineConfig, Source, resolve_secret
+from pipelines.formats import get_decoder
 from pipelines.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,6 @@ def _split_batches(binary_formats: frozenset[str], fmt: str):
 def landing_stream(spark, source: Source, max_files_per_trigger: int = 100):
     """Raw messages of a landing directory, as bronze rows (a streaming DataFrame)."""
     from pyspark.sql import functions as F
-
-    from pipelines.formats import get_decoder
 
     binary_formats = frozenset({source.format}) if source.format != "auto" and get_decoder(source.format).binary else frozenset()
     files = (

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import sys
@@ -15,6 +16,15 @@ log = logging.getLogger("lakecdc")
 
 def _progress(message: str) -> None:
     print(f"[lakecdc] {message}", file=sys.stderr, flush=True)
+
+
+def _dev_tools_present(command: str) -> bool:
+    """Whether ``pipelines.testing`` (simulator, demo traffic, local Kafka) is importable; the wheel
+    deployed to Databricks leaves it out, so a dev subcommand there says so in one line (exit 2)."""
+    if importlib.util.find_spec("pipelines.testing") is not None:
+        return True
+    print(f"lakecdc {command} is a dev tool: run it from a source checkout (pip install -e .)", file=sys.stderr)
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log what each stage does (stderr)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    d = sub.add_parser("demo", help="generate CDC traffic for a small database and run the whole pipeline on it")
-    d.add_argument("--dir", default="./lakecdc-demo", help="working directory for landing files and the warehouse "
-                                                           "(default: ./lakecdc-demo; reset on every run)")
+    d = sub.add_parser("demo", help="generate CDC traffic for a small database and run the whole pipeline on it "
+                                    "(dev tool)")
+    d.add_argument("--dir", help="working directory for landing files and the warehouse (default: build/lakecdc-demo, "
+                                 "or lakecdc-demo in $LAKECDC_BUILD_DIR; reset on every run)")
     d.add_argument("--changes", type=int, default=400, help="row changes to generate (default 400)")
     d.add_argument("--seed", type=int, default=7, help="random seed of the traffic (default 7)")
     d.add_argument("--kafka", action="store_true", help="go through a local Kafka broker instead of landing files")
@@ -89,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--with-system-columns", action="store_true", help="include lineage columns (_seq, _op, ...)")
     e.set_defaults(func=cmd_export)
 
-    k = sub.add_parser("kafka", help="a local Apache Kafka broker (KRaft, 127.0.0.1) for development")
+    k = sub.add_parser("kafka", help="a local Apache Kafka broker (KRaft, 127.0.0.1) for development (dev tool)")
     k.add_argument("action", choices=["up", "down", "status"])
     k.add_argument("--port", type=int, help="listener port for `up` (default: a free port)")
     k.add_argument("--fresh", action="store_true", help="`up` with empty data (topics are otherwise kept)")
@@ -97,13 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     k.set_defaults(func=cmd_kafka)
 
     so = sub.add_parser("soak", help="long randomized check: simulator → encode → deliver (duplicates, partitions) "
-                                     "→ decode → reference model, against the source tables")
+                                     "→ decode → reference model, against the source tables (dev tool)")
     so.add_argument("--format", required=True, choices=ALL_FORMAT_IDS[:-2], metavar="FORMAT")
     so.add_argument("--changes", type=int, default=100_000)
     so.add_argument("--seed", type=int, default=1)
     so.set_defaults(func=cmd_soak)
 
-    pr = sub.add_parser("produce", help="publish the simulator's CDC traffic to a Kafka topic, keyed by primary key")
+    pr = sub.add_parser("produce", help="publish the simulator's CDC traffic to a Kafka topic, keyed by primary key "
+                                        "(dev tool)")
     pr.add_argument("--format", required=True, choices=ALL_FORMAT_IDS[:-2], metavar="FORMAT")
     pr.add_argument("--topic", required=True)
     pr.add_argument("--changes", type=int, default=1000)
@@ -193,8 +205,14 @@ def _context_config(args, format_id: str, source_path: str | None = None):
 
 
 def cmd_decode(args) -> int:
+    """Decode each line to JSON lines of changes; a line that cannot be decoded (whatever the reason)
+    prints one quarantine line, and decoding goes on with the next line."""
     from pipelines.formats import Reject, get_decoder
-    from pipelines.silver import decode_message
+    from pipelines.silver import decode_message, quarantine_reason
+
+    def _quarantine_line(number: int, reason: str, ascii_only: bool = False) -> str:
+        line = {"quarantine": {"line": number, "reason": quarantine_reason(reason)}}
+        return json.dumps(line, ensure_ascii=ascii_only) + "\n"
 
     cfg = _context_config(args, args.format)
     ctx = cfg.decode_context(args.format)
@@ -215,10 +233,14 @@ def cmd_decode(args) -> int:
                 except binascii.Error:
                     pass
             try:
-                for change in decode_message(decoder, raw, ctx):
-                    out.write(json.dumps(change.to_json_dict(), ensure_ascii=False) + "\n")
-            except Reject as exc:
-                out.write(json.dumps({"quarantine": {"line": number, "reason": str(exc)}}, ensure_ascii=False) + "\n")
+                text = "".join(json.dumps(change.to_json_dict(), ensure_ascii=False) + "\n"
+                               for change in decode_message(decoder, raw, ctx))
+            except Exception as exc:  # noqa: BLE001 - Reject, or anything else: this line only
+                text = _quarantine_line(number, str(exc) if isinstance(exc, Reject) else f"{type(exc).__name__}: {exc}")
+            try:
+                out.write(text)
+            except UnicodeEncodeError as exc:  # stdout's encoding cannot print it: say so, go on
+                out.write(_quarantine_line(number, f"cannot print the change here: {exc.reason}", ascii_only=True))
     return 0
 
 
@@ -293,13 +315,19 @@ def cmd_formats(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from pipelines.demo import run_demo
+    if not _dev_tools_present("demo"):
+        return 2
+    from pipelines.spark import build_dir
+    from pipelines.testing.demo import run_demo
 
-    return run_demo(Path(args.dir), changes=args.changes, seed=args.seed, progress=_progress, kafka=args.kafka)
+    workdir = Path(args.dir) if args.dir else build_dir() / "lakecdc-demo"
+    return run_demo(workdir, changes=args.changes, seed=args.seed, progress=_progress, kafka=args.kafka)
 
 
 def cmd_soak(args) -> int:
-    from pipelines.simulator import soak
+    if not _dev_tools_present("soak"):
+        return 2
+    from pipelines.testing.simulator import soak
 
     report = soak(args.format, args.changes, args.seed, progress=_progress)
     print(report.summary())
@@ -310,12 +338,16 @@ def cmd_produce(args) -> int:
     import os
     import time
 
-    from pipelines.kafka import LocalBroker, create_topic, list_topics, produce
-    from pipelines.simulator import generate_history
+    if not _dev_tools_present("produce"):
+        return 2
+    from pipelines.testing.kafka_broker import LocalBroker, create_topic, list_topics
+    from pipelines.testing.kafka_client import produce
+    from pipelines.testing.simulator import generate_history
 
     bootstrap = args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or LocalBroker.status().get("bootstrap")
     if not bootstrap:
-        raise RuntimeError("no Kafka to produce to: pass --bootstrap, set KAFKA_BOOTSTRAP_SERVERS, or `lakecdc kafka up`")
+        raise RuntimeError("no Kafka to produce to: pass --bootstrap, set KAFKA_BOOTSTRAP_SERVERS, "
+                           "or `lakecdc kafka up`")
     if args.topic not in list_topics(bootstrap):
         create_topic(bootstrap, args.topic, partitions=3)
     history = generate_history(args.format, args.seed, n_changes=args.changes)
@@ -336,7 +368,8 @@ def cmd_produce(args) -> int:
 
 
 def cmd_dq(args) -> int:
-    from pipelines.quality import chart, dq_dir, report
+    from pipelines.quality.report import chart, report
+    from pipelines.quality.storage import dq_dir
     from pipelines.spark import get_spark
     from pipelines.warehouse import Warehouse
 
@@ -350,7 +383,9 @@ def cmd_dq(args) -> int:
 
 
 def cmd_kafka(args) -> int:
-    from pipelines.kafka import LocalBroker
+    if not _dev_tools_present("kafka"):
+        return 2
+    from pipelines.testing.kafka_broker import LocalBroker
 
     if args.action == "up":
         broker = LocalBroker(data_dir=args.data_dir, port=args.port, fresh=args.fresh).start(detach=True)

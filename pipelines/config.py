@@ -8,7 +8,7 @@ See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
     checkpoints: null               # default: <warehouse>/_checkpoints
     trigger: available_now          # or: continuous (with processing_time)
     processing_time: 10 seconds
-    limits: {max_message_bytes: 16777216, max_depth: 64}
+    limits: {max_message_bytes: 16777216, max_depth: 64, max_width: 100000, max_elements: 1000000}
     sources:
       - name: shop_default
         format: oms_default         # a format id, or auto
@@ -23,9 +23,15 @@ See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
         history: false              # true: also keep an SCD type 2 history (valid from/to)
         expectations:               # Great Expectations rules: warn | drop | fail
           - {name: amount_positive, expect: between, column: amount, min: 0, action: drop}
+
+Every error of a file is reported at once. Types are checked (a column type must be one lakecdc
+knows), YAML aliases may not expand into a bomb, and a secret written as a literal is warned about.
+The module is longer than 400 lines because it validates every field of the file in one place.
 """
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -36,7 +42,13 @@ import yaml
 
 from pipelines.errors import ConfigError
 from pipelines.formats import ALL_FORMAT_IDS
-from pipelines.formats.base import DEFAULT_MAX_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DecodeContext, TableSpec
+from pipelines.formats.base import (
+    DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_WIDTH, DecodeContext, TableSpec,
+)
+from pipelines.quality.rules import parse_duration, parse_expectations
+from pipelines.values import is_known_type
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ConfigError"]  # defined in pipelines.errors (quality's rule parser raises it too)
 
@@ -51,6 +63,17 @@ _KAFKA_KEYS = {
     "bootstrap_servers", "topics", "topic_pattern", "starting_offsets", "max_offsets_per_trigger",
     "fail_on_data_loss", "security", "options",
 }
+_LIMITS = {"max_message_bytes": DEFAULT_MAX_MESSAGE_BYTES, "max_depth": DEFAULT_MAX_DEPTH,
+           "max_width": DEFAULT_MAX_WIDTH, "max_elements": DEFAULT_MAX_ELEMENTS}
+#: A Spark trigger interval: ``10 seconds``, ``1 minute 30 seconds``, ``interval 500 milliseconds``.
+_INTERVAL_RE = re.compile(r"(?:interval\s+)?(?:\d+(?:\.\d+)?\s*"
+                          r"(?:microsecond|millisecond|second|minute|hour|day|week)s?(?:\s+|$))+", re.I | re.ASCII)
+#: Extra YAML nodes that aliases may add (``<<: *defaults`` for every table stays far below it; a
+#: billion-laughs anchor, hundreds of millions of nodes, is refused before anything is built).
+YAML_ALIAS_BUDGET = 100_000
+#: Last part of a setting name that holds a secret (``sasl.password``, ``client_secret`` ...).
+_SECRET_WORDS = {"password", "passwd", "pwd", "secret", "token", "credential", "credentials"}
+_SECRET_SUFFIXES = ("user.info", "jaas.config", "api.key", "apikey", "private.key", "access.key", "secret.key")
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,8 @@ class PipelineConfig:
     processing_time: str = "10 seconds"
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
+    max_width: int = DEFAULT_MAX_WIDTH  # elements of one JSON array / object in a message
+    max_elements: int = DEFAULT_MAX_ELEMENTS  # elements of one message, all levels
     default_table: str | None = None  # for formats whose messages name no table (DebeziumSmt)
     format_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     quality_checks: bool = True  # built-in CDC checks + Data Docs after each gold run
@@ -109,6 +134,8 @@ class PipelineConfig:
             default_table=self.default_table,
             max_message_bytes=self.max_message_bytes,
             max_depth=self.max_depth,
+            max_width=self.max_width,
+            max_elements=self.max_elements,
             options=dict(self.format_options.get(format_id or "", {})),
         )
 
@@ -123,27 +150,73 @@ def load_config(path: str | os.PathLike) -> PipelineConfig:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read configuration {p}: {exc.strerror}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read configuration {p}: {getattr(exc, 'strerror', None) or exc}") from None
+    loader = _BoundedLoader(text)
+    loader.name = str(p)  # errors name the file
     try:
-        data = yaml.safe_load(text)
+        data = loader.get_single_data()
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: YAML nested too deeply") from None
+    finally:
+        loader.dispose()
     return parse_config(data, origin=str(p))
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a document whose aliases expand beyond :data:`YAML_ALIAS_BUDGET`
+    extra nodes (a billion-laughs anchor: seconds of work and a MemoryError later), or refer to
+    themselves; checked on the composed node graph, before any object is built."""
+
+    def compose_document(self):  # noqa: ANN201 - PyYAML's own hook
+        node = super().compose_document()
+        _check_alias_expansion(node, self.name)
+        return node
+
+
+def _check_alias_expansion(root: yaml.Node, name: str) -> None:
+    """Count the nodes of ``root`` with every alias expanded (memoised per node: linear in the graph)."""
+    sizes: dict[int, int] = {}
+    entered: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                    else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if leaving:
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            entered.discard(id(node))
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in entered:
+            raise ConfigError(f"{name}: a YAML alias refers to the node that contains it (recursive structure)")
+        entered.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    extra = sizes[id(root)] - len(sizes)
+    if extra > YAML_ALIAS_BUDGET:
+        raise ConfigError(f"{name}: YAML aliases expand to {extra} more nodes, over the limit of "
+                          f"{YAML_ALIAS_BUDGET} (an alias bomb?); write the repeated parts out")
+
+
 def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
-    """Validate a parsed YAML document; every error names ``origin`` and the field path."""
+    """Validate a parsed YAML document; every error names ``origin`` and the field path, and all the
+    errors of a document are reported together (one ConfigError listing each)."""
     v = _Validator(origin)
     root = v.mapping(data, "")
     v.only(root, "", {
         "warehouse", "catalog", "schema", "checkpoints", "trigger", "processing_time", "limits",
         "sources", "tables", "default_table", "format_options", "quality_checks", "schema_changes",
     })
-    limits = v.mapping(root.get("limits") or {}, "limits")
-    v.only(limits, "limits", {"max_message_bytes", "max_depth"})
-    sources = tuple(v.source(s, f"sources[{i}]") for i, s in enumerate(v.sequence(root.get("sources"), "sources")))
-    if not sources:
+    limits_raw = v.mapping(root.get("limits") or {}, "limits")
+    v.only(limits_raw, "limits", set(_LIMITS))
+    limits = {k: v.positive_int(limits_raw.get(k, default), f"limits.{k}", default) for k, default in _LIMITS.items()}
+    sources = tuple(s for i, raw in enumerate(v.sequence(root.get("sources"), "sources"))
+                    if (s := v.source(raw, f"sources[{i}]")) is not None)
+    if root.get("sources") == []:
         v.fail("sources", "at least one source is required")
     names = [s.name for s in sources]
     dup = {n for n in names if names.count(n) > 1}
@@ -154,114 +227,192 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     trigger = root.get("trigger", "available_now")
     if trigger not in ("available_now", "continuous"):
         v.fail("trigger", f"must be available_now or continuous, got {trigger!r}")
-    catalog, schema = root.get("catalog"), root.get("schema")
+    processing_time = v.text(root.get("processing_time", "10 seconds"), "processing_time", "10 seconds")
+    if not _INTERVAL_RE.fullmatch(processing_time.strip()):
+        v.fail("processing_time", f"must be a Spark trigger interval such as '10 seconds' or '1 minute', "
+                                  f"got {processing_time!r}")
+    catalog = v.text(root.get("catalog"), "catalog", None)
+    schema = v.text(root.get("schema"), "schema", None)
     if bool(catalog) != bool(schema):
         v.fail("catalog", "catalog and schema go together (Unity Catalog names catalog.schema.table)")
-    default_table = root.get("default_table")
-    if default_table is not None and "." not in str(default_table):
+    default_table = v.text(root.get("default_table"), "default_table", None)
+    if default_table is not None and "." not in default_table:
         v.fail("default_table", f"must be <db>.<table>, got {default_table!r}")
-    format_options = v.mapping(root.get("format_options") or {}, "format_options")
-    for fmt in format_options:
+    format_options = {}
+    for fmt, opts in v.mapping(root.get("format_options") or {}, "format_options").items():
         if fmt not in ALL_FORMAT_IDS:
             v.fail(f"format_options.{fmt}", f"unknown format; known formats: {', '.join(ALL_FORMAT_IDS)}")
-    return PipelineConfig(
+        format_options[fmt] = dict(v.mapping(opts or {}, f"format_options.{fmt}"))
+    config = PipelineConfig(
         sources=sources,
         tables=tables,
-        warehouse=str(root.get("warehouse") or "./warehouse"),
+        warehouse=v.text(root.get("warehouse") or "./warehouse", "warehouse", "./warehouse"),
         catalog=catalog,
         schema=schema,
-        checkpoints=root.get("checkpoints"),
+        checkpoints=v.text(root.get("checkpoints"), "checkpoints", None),
         trigger=trigger,
-        processing_time=str(root.get("processing_time", "10 seconds")),
-        max_message_bytes=v.positive_int(limits.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES), "limits.max_message_bytes"),
-        max_depth=v.positive_int(limits.get("max_depth", DEFAULT_MAX_DEPTH), "limits.max_depth"),
+        processing_time=processing_time,
+        **limits,
         default_table=default_table,
-        format_options={k: dict(val or {}) for k, val in format_options.items()},
-        quality_checks=v.boolean(root.get("quality_checks", True), "quality_checks"),
+        format_options=format_options,
+        quality_checks=v.boolean(root.get("quality_checks", True), "quality_checks", True),
         schema_changes=v.schema_policy(root.get("schema_changes", DEFAULT_SCHEMA_POLICY), "schema_changes"),
         origin=origin,
     )
+    _warn_literal_secrets(root, origin)
+    v.done()
+    return config
 
 
 class _Validator:
+    """Checks each field's type and value, collecting every error; :meth:`done` raises them together.
+
+    A check that fails records the error and returns a harmless default, so validation goes on.
+    """
+
     def __init__(self, origin: str) -> None:
         self.origin = origin
+        self.errors: list[str] = []
 
     def fail(self, where: str, message: str) -> None:
-        raise ConfigError(f"{self.origin}: {where or 'top level'}: {message}")
+        self.errors.append(f"{self.origin}: {where or 'top level'}: {message}")
+
+    def done(self) -> None:
+        if len(self.errors) == 1:
+            raise ConfigError(self.errors[0])
+        if self.errors:
+            raise ConfigError(f"{self.origin}: {len(self.errors)} configuration errors:\n"
+                              + "\n".join(f"  - {e}" for e in self.errors))
 
     def mapping(self, value: Any, where: str) -> dict:
         if not isinstance(value, dict):
             self.fail(where, f"expected a mapping, got {type(value).__name__}")
+            return {}
         return value
 
     def sequence(self, value: Any, where: str) -> list:
         if not isinstance(value, list):
             self.fail(where, f"expected a list, got {type(value).__name__}")
+            return []
+        return value
+
+    def text(self, value: Any, where: str, default: str | None) -> Any:
+        """A string (None when absent and the default is None); anything else is an error."""
+        if value is None and default is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.fail(where, f"must be a non-empty string, got {value!r:.80}")
+            return default if default is not None else ""
         return value
 
     def only(self, value: dict, where: str, allowed: set[str]) -> None:
-        unknown = sorted(set(map(str, value)) - allowed)
-        if unknown:
-            prefix = f"{where}." if where else ""
-            self.fail(f"{prefix}{unknown[0]}", f"unknown field; allowed here: {', '.join(sorted(allowed))}")
+        prefix = f"{where}." if where else ""
+        for unknown in sorted(set(map(str, value)) - allowed):
+            self.fail(f"{prefix}{unknown}", f"unknown field; allowed here: {', '.join(sorted(allowed))}")
 
-    def boolean(self, value: Any, where: str) -> bool:
+    def boolean(self, value: Any, where: str, default: bool = False) -> bool:
         if not isinstance(value, bool):
-            self.fail(where, f"must be true or false, got {value!r}")
+            self.fail(where, f"must be true or false, got {value!r:.80}")
+            return default
         return value
 
     def schema_policy(self, value: Any, where: str) -> str:
         if value not in SCHEMA_POLICIES:
             self.fail(where, f"must be one of {', '.join(SCHEMA_POLICIES)} (what DROP COLUMN, RENAME and "
-                             f"narrowing do to the mirror), got {value!r}")
+                             f"narrowing do to the mirror), got {value!r:.80}")
+            return DEFAULT_SCHEMA_POLICY
         return value
 
-    def positive_int(self, value: Any, where: str) -> int:
+    def positive_int(self, value: Any, where: str, default: int = 1) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            self.fail(where, f"must be a positive integer, got {value!r}")
+            self.fail(where, f"must be a positive integer, got {value!r:.80}")
+            return default
         return value
 
-    def source(self, raw: Any, where: str) -> Source:
+    def settings(self, value: Any, where: str) -> dict[str, str]:
+        """Client settings: names → text (numbers and booleans written as Kafka reads them)."""
+        out = {}
+        for name, item in self.mapping(value or {}, where).items():
+            if isinstance(item, bool):
+                out[str(name)] = "true" if item else "false"
+            elif isinstance(item, (str, int, float)):
+                out[str(name)] = str(item)
+            else:
+                self.fail(f"{where}.{name}", f"must be a string, number or boolean, got {type(item).__name__}")
+        return out
+
+    def source(self, raw: Any, where: str) -> Source | None:
         s = self.mapping(raw, where)
+        if not s:
+            return None
         self.only(s, where, {"name", "format", "path", "kafka", "freshness"})
         name = s.get("name")
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            self.fail(f"{where}.name", f"must be letters, digits, _ . - (got {name!r})")
+            self.fail(f"{where}.name", f"must be letters, digits, _ . - (got {name!r:.80})")
+            name = str(name)
         fmt = s.get("format")
         if fmt not in ALL_FORMAT_IDS:
-            self.fail(f"{where}.format", f"unknown format {fmt!r}; known formats: {', '.join(ALL_FORMAT_IDS)}")
+            self.fail(f"{where}.format", f"unknown format {fmt!r:.80}; known formats: {', '.join(ALL_FORMAT_IDS)}")
         if bool(s.get("path")) == bool(s.get("kafka")):
             self.fail(where, "give exactly one of path (landing directory) or kafka")
+        path = self.text(s.get("path"), f"{where}.path", None)
         kafka = self.kafka(s["kafka"], f"{where}.kafka") if s.get("kafka") else None
-        freshness = str(s.get("freshness", "1 hour"))
-        from pipelines.quality import parse_duration
+        freshness = self.text(s.get("freshness", "1 hour"), f"{where}.freshness", "1 hour")
+        self.rule(parse_duration, freshness, f"{self.origin}: {where}.freshness")
+        return Source(name=name, format=str(fmt), path=path or None, kafka=kafka, freshness=freshness)
 
-        parse_duration(freshness, f"{self.origin}: {where}.freshness")
-        return Source(name=name, format=fmt, path=str(s["path"]) if s.get("path") else None, kafka=kafka,
-                      freshness=freshness)
+    def rule(self, parser: Any, *args: Any) -> Any:
+        """Run one of quality's parsers, which raise ConfigError themselves; collect its error."""
+        try:
+            return parser(*args)
+        except ConfigError as exc:
+            self.errors.append(str(exc))
+            return None
 
     def kafka(self, raw: Any, where: str) -> KafkaSource:
         k = self.mapping(raw, where)
         self.only(k, where, _KAFKA_KEYS)
-        if not k.get("bootstrap_servers"):
-            self.fail(f"{where}.bootstrap_servers", "required")
-        topics = k.get("topics") or []
-        if isinstance(topics, str):
-            topics = [topics]
-        if bool(topics) == bool(k.get("topic_pattern")):
+        servers = self.text(k.get("bootstrap_servers"), f"{where}.bootstrap_servers", "")
+        given = k.get("topics") or []
+        topics = self.sequence([given] if isinstance(given, str) else given, f"{where}.topics")
+        for i, topic in enumerate(topics):
+            self.text(topic, f"{where}.topics[{i}]", "")
+        pattern = self.text(k.get("topic_pattern"), f"{where}.topic_pattern", None)
+        if bool(given) == bool(pattern):
             self.fail(where, "give exactly one of topics or topic_pattern")
         mopt = k.get("max_offsets_per_trigger")
+        mopt = None if mopt is None else self.positive_int(mopt, f"{where}.max_offsets_per_trigger")
         return KafkaSource(
-            bootstrap_servers=str(k["bootstrap_servers"]),
+            bootstrap_servers=servers,
             topics=tuple(map(str, topics)),
-            topic_pattern=k.get("topic_pattern"),
-            starting_offsets=str(k.get("starting_offsets", "earliest")),
-            max_offsets_per_trigger=self.positive_int(mopt, f"{where}.max_offsets_per_trigger") if mopt is not None else None,
-            fail_on_data_loss=bool(k.get("fail_on_data_loss", True)),
-            security={str(a): str(b) for a, b in self.mapping(k.get("security") or {}, f"{where}.security").items()},
-            options={str(a): str(b) for a, b in self.mapping(k.get("options") or {}, f"{where}.options").items()},
+            topic_pattern=pattern,
+            starting_offsets=self.starting_offsets(k.get("starting_offsets", "earliest"), f"{where}.starting_offsets"),
+            max_offsets_per_trigger=mopt,
+            fail_on_data_loss=self.boolean(k.get("fail_on_data_loss", True), f"{where}.fail_on_data_loss", True),
+            security=self.settings(k.get("security"), f"{where}.security"),
+            options=self.settings(k.get("options"), f"{where}.options"),
         )
+
+    def starting_offsets(self, value: Any, where: str) -> str:
+        """earliest, latest, or Spark's JSON of offsets per partition (text, or a YAML mapping)."""
+        if value in ("earliest", "latest"):
+            return value
+        offsets = value
+        if isinstance(value, str):
+            try:
+                offsets = json.loads(value)
+            except ValueError:
+                offsets = None
+        valid = isinstance(offsets, dict) and bool(offsets) and all(
+            isinstance(topic, str) and isinstance(parts, dict) and parts and all(
+                str(part).isdigit() and isinstance(offset, int) and not isinstance(offset, bool) and offset >= -2
+                for part, offset in parts.items())
+            for topic, parts in offsets.items())
+        if not valid:
+            self.fail(where, 'must be earliest, latest, or JSON offsets per partition such as '
+                             f'{{"topic": {{"0": 23, "1": -2}}}}, got {value!r:.80}')
+            return "earliest"
+        return value if isinstance(value, str) else json.dumps(offsets)
 
     def table(self, name: str, raw: Any, where: str) -> TableConfig:
         t = self.mapping(raw or {}, where)
@@ -271,17 +422,48 @@ class _Validator:
         key = t.get("key") or []
         if isinstance(key, str):
             key = [c.strip() for c in key.split(",")]
-        key = tuple(str(c) for c in self.sequence(key, f"{where}.key"))
-        columns = {str(c): str(typ) for c, typ in self.mapping(t.get("columns") or {}, f"{where}.columns").items()}
+        key = tuple(str(self.text(c, f"{where}.key", "")) for c in self.sequence(key, f"{where}.key"))
+        columns = {}
+        for column, typ in self.mapping(t.get("columns") or {}, f"{where}.columns").items():
+            if not isinstance(typ, str) or not is_known_type(typ):
+                self.fail(f"{where}.columns.{column}", f"unknown column type {typ!r:.80}: write a type as the "
+                          "source database names it (bigint, decimal(12,2), varchar(64), datetime, timestamp(6), "
+                          "blob, ...; any text type such as varchar or text is kept as STRING)")
+            columns[str(column)] = str(typ)
         missing = [c for c in key if columns and c not in columns]
         if missing:
             self.fail(f"{where}.key", f"key column {missing[0]!r} is not among the columns")
-        from pipelines.quality import parse_expectations
-
-        rules = tuple(parse_expectations(t.get("expectations"), f"{self.origin}: {where}.expectations"))
+        rules = self.rule(parse_expectations, t.get("expectations"), f"{self.origin}: {where}.expectations")
         policy = self.schema_policy(t["schema_changes"], f"{where}.schema_changes") if "schema_changes" in t else None
-        return TableConfig(name=name, key=key, columns=columns, target=t.get("target"), expectations=rules,
-                           schema_changes=policy, history=self.boolean(t.get("history", False), f"{where}.history"))
+        target = self.text(t.get("target"), f"{where}.target", None)
+        return TableConfig(name=name, key=key, columns=columns, target=target, expectations=tuple(rules or ()),
+                           schema_changes=policy,
+                           history=self.boolean(t.get("history", False), f"{where}.history"))
+
+
+def _warn_literal_secrets(document: Any, origin: str) -> None:
+    """Log a warning for each secret written as a literal (``sasl.password: hunter2``): write ``${VAR}``."""
+    stack: list[tuple[str, Any]] = [("", document)]
+    seen: set[int] = set()
+    while stack:
+        where, node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for name, value in items:
+            path = f"{where}.{name}" if where else str(name)
+            if isinstance(value, (dict, list)):
+                stack.append((path, value))
+            elif isinstance(value, str) and value.strip() and _is_secret_name(str(name)) \
+                    and not re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", value.strip()):
+                log.warning("%s: %s holds a secret written in the file; write ${VAR} and set the environment "
+                            "variable VAR instead", origin, path)
+
+
+def _is_secret_name(name: str) -> bool:
+    lowered = name.lower()
+    return re.split(r"[._-]", lowered)[-1] in _SECRET_WORDS or lowered.endswith(_SECRET_SUFFIXES)
 
 
 def resolve_secret(value: str) -> str:

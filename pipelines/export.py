@@ -7,8 +7,10 @@ as ISO-8601 UTC ending in ``Z``, zone-less DATETIME without a zone, TIME as
 """
 from __future__ import annotations
 
-from pipelines.gold import SOURCE_TYPE_PREFIX, SYSTEM_COLUMNS, export_expr, table_properties
-from pipelines.values import INT64_MAX, INT64_MIN, family
+from pipelines.layout import SYSTEM_COLUMNS
+from pipelines.mirror_columns import SOURCE_TYPE_PREFIX, table_properties
+from pipelines.sql import export_expr
+from pipelines.values import INT64_MAX, INT64_MIN, family, parse_type, spark_type
 from pipelines.warehouse import TableRef, Warehouse
 
 _INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
@@ -91,8 +93,6 @@ def expected_value(text: str | None, source_type: str | None):
     :func:`canonical_json_value`, as export renders the mirror itself.
     """
     from decimal import Context, Decimal, localcontext
-
-    from pipelines.values import parse_type, spark_type
 
     target = spark_type(source_type)
     if text is not None and target.startswith("DECIMAL") and family(source_type) != "uint64":

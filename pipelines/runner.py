@@ -7,10 +7,19 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
+from pipelines.bronze import start_bronze
 from pipelines.config import STAGES, PipelineConfig
+from pipelines.export import mirror_refs
+from pipelines.gold.stage import GoldStats, source_table_col, start_gold
+from pipelines.mirror_columns import table_properties
+from pipelines.quality.checks import cdc_checks
+from pipelines.quality.docs import build_data_docs
+from pipelines.quality.storage import write_results
+from pipelines.silver import start_silver
 from pipelines.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -32,10 +41,6 @@ def run_pipeline(spark, cfg: PipelineConfig, stages: tuple[str, ...] = STAGES, a
                  progress: Callable[[str], None] = lambda msg: None, stop_after: float | None = None) -> RunSummary:
     """Run the named stages in flow order. ``available_now`` runs each until caught up, one after
     the other; otherwise all run together until stopped (Ctrl-C, a failure, or ``stop_after`` seconds)."""
-    from pipelines.bronze import start_bronze
-    from pipelines.gold import GoldStats, start_gold
-    from pipelines.silver import start_silver
-
     wh = Warehouse.from_config(cfg)
     summary = RunSummary()
     gold_stats = GoldStats()
@@ -88,12 +93,6 @@ def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummar
     freshness per source, and (while a mirror holds only full-load rows) reconciliation of its row
     count and checksum with the full load. Gold checks sequences and drift on every batch. All are
     recorded in ``dq_results`` and rendered as Great Expectations Data Docs."""
-    import uuid
-
-    from pipelines.export import mirror_refs
-    from pipelines.gold import source_table_col, table_properties
-    from pipelines.quality import build_data_docs, cdc_checks, write_results
-
     run_id = f"run-{uuid.uuid4().hex[:12]}"
     heartbeats = wh.silver("heartbeats").read(spark)
     thresholds = {s.name: s.freshness for s in cfg.sources}

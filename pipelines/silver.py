@@ -22,7 +22,7 @@ from typing import Iterator
 from pipelines.config import PipelineConfig
 from pipelines.delta_writes import append_idempotent, quarantine_frame, run_id
 from pipelines.formats import Change, DecodeContext, Reject, get_decoder
-from pipelines.formats.base import ROW_OPS
+from pipelines.formats.base import MAX_SEQ_DIGITS, ROW_OPS, check_changes
 from pipelines.layout import BRONZE_COLUMNS, CHANGE_FIELDS, CHANGES_COLUMNS, DDL_COLUMNS, DECODED_DDL, HEARTBEAT_COLUMNS
 from pipelines.spark_schema import arrow_schema_of
 from pipelines.warehouse import Warehouse
@@ -31,25 +31,54 @@ log = logging.getLogger(__name__)
 
 #: Quarantine keeps this much of the raw message inline; the pointer leads to all of it.
 RAW_EXCERPT_BYTES = 4096
+#: Longest quarantine reason kept (one reached 10 MB); a longer one is cut and says so.
+MAX_REASON_CHARS = 2000
 
 
 def seq_text(seq: tuple[int, ...]) -> str:
-    """Vendor ordering as fixed-width text, so string order is tuple order (Spark and Python agree)."""
-    return ".".join(f"{int(c):020d}" for c in seq)
+    """Vendor ordering as fixed-width text, so string order is tuple order (Spark and Python agree).
+
+    Only components of 0 to 20 digits keep that promise; :func:`decode_message` quarantines any
+    other (``formats.base.check_changes``), and this refuses one that got here anyway.
+    """
+    parts = []
+    for c in seq:
+        text = f"{int(c):020d}"
+        if len(text) > MAX_SEQ_DIGITS or text.startswith("-"):
+            raise Reject(f"ordering component {text[:40]} is not a non-negative integer of at most "
+                         f"{MAX_SEQ_DIGITS} digits")
+        parts.append(text)
+    return ".".join(parts)
 
 
 def decode_message(decoder, raw: bytes | None, ctx: DecodeContext) -> list[Change]:
-    """Decode one message; any failure becomes Reject (a bug in a decoder must not stop the stream)."""
+    """Decode one message; any failure becomes Reject (a bug in a decoder must not stop the stream).
+
+    The changes are checked before they leave (``formats.base.check_changes``): a name or value
+    UTF-8 cannot encode (a lone surrogate), an overlong type name or an ordering component silver
+    cannot sort makes the whole message a quarantined one, never a failed batch.
+    """
     if raw is None:
         raise Reject("message value is null (a Kafka tombstone or an empty landing line)")
     try:
-        return decoder.decode(raw, ctx)
+        return check_changes(decoder.decode(raw, ctx))
     except Reject:
         raise
     except RecursionError:
         raise Reject("message nested too deeply") from None
     except Exception as exc:  # noqa: BLE001 - quarantined with the error named
         raise Reject(f"decoder {decoder.format_id} failed: {type(exc).__name__}: {exc}") from None
+
+
+def quarantine_reason(reason: str) -> str:
+    """A reject reason as silver stores and prints it: valid UTF-8 (odd characters escaped) and at
+    most :data:`MAX_REASON_CHARS` characters, marked where it was cut."""
+    text = str(reason) or "rejected"
+    if len(text) > MAX_REASON_CHARS:
+        text = text[:MAX_REASON_CHARS] + f" ...[reason cut: {len(text)} characters]"
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def decoded_rows(bronze: dict, changes: list[Change] | None, reason: str | None) -> Iterator[dict]:
@@ -60,7 +89,7 @@ def decoded_rows(bronze: dict, changes: list[Change] | None, reason: str | None)
     }
     if reason is not None:
         raw = bronze.get("value")
-        yield {**base, "kind": "quarantine", "reason": reason, "change_index": 0,
+        yield {**base, "kind": "quarantine", "reason": quarantine_reason(reason), "change_index": 0,
                "raw_excerpt": raw[:RAW_EXCERPT_BYTES] if raw is not None else None}
         return
     if not changes:
@@ -86,27 +115,51 @@ def _silver_fields(ch: Change) -> dict:
 
 
 def make_decode_batches(contexts: dict[str, DecodeContext], default_ctx: DecodeContext):
-    """The ``mapInArrow`` function: bronze Arrow batches → silver Arrow batches."""
+    """The ``mapInArrow`` function: bronze Arrow batches → silver Arrow batches.
+
+    It never raises for a message: whatever goes wrong with one (a decoder bug, an unknown format
+    id, a row Arrow cannot store) becomes that message's quarantine row, and every bronze row
+    yields at least one silver row.
+    """
 
     def decode_batches(batches):
-        import pyarrow as pa
-
-        schema = arrow_schema_of(DECODED_DDL)
         for batch in batches:
-            out: list[dict] = []
-            for bronze in batch.to_pylist():
-                fmt = bronze["format"]
-                ctx = contexts.get(fmt, default_ctx)
-                try:
-                    changes = decode_message(get_decoder(fmt), bronze["value"], ctx)
-                    out.extend(decoded_rows(bronze, changes, None))
-                except Reject as exc:
-                    out.extend(decoded_rows(bronze, None, str(exc) or "rejected"))
-                except KeyError as exc:  # unknown format id in bronze
-                    out.extend(decoded_rows(bronze, None, str(exc)))
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            yield _arrow_batch([(bronze, _message_rows(bronze, contexts, default_ctx)) for bronze in batch.to_pylist()])
 
     return decode_batches
+
+
+def _message_rows(bronze: dict, contexts: dict[str, DecodeContext], default_ctx: DecodeContext) -> list[dict]:
+    """The silver rows of one bronze row; a failure of any kind is its quarantine row."""
+    fmt = bronze["format"]
+    try:
+        changes = decode_message(get_decoder(fmt), bronze["value"], contexts.get(fmt, default_ctx))
+        return list(decoded_rows(bronze, changes, None))
+    except KeyError as exc:  # unknown format id in bronze
+        return list(decoded_rows(bronze, None, str(exc)))
+    except Exception as exc:  # noqa: BLE001 - Reject, or a silver bug: either way this message only
+        reason = str(exc) if isinstance(exc, Reject) else f"silver failed: {type(exc).__name__}: {exc}"
+        return list(decoded_rows(bronze, None, reason))
+
+
+def _arrow_batch(messages: list[tuple[dict, list[dict]]]):
+    """One Arrow batch of every message's rows; a message whose rows Arrow refuses is quarantined alone."""
+    import pyarrow as pa
+
+    schema = arrow_schema_of(DECODED_DDL)
+    try:
+        return pa.RecordBatch.from_pylist([row for _bronze, rows in messages for row in rows], schema=schema)
+    except Exception:  # noqa: BLE001 - find the message(s) at fault below
+        pass
+    kept: list[dict] = []
+    for bronze, rows in messages:
+        try:
+            pa.RecordBatch.from_pylist(rows, schema=schema)
+            kept.extend(rows)
+        except Exception as exc:  # noqa: BLE001
+            kept.extend(decoded_rows(bronze, None, f"silver cannot store the decoded change: "
+                                                   f"{type(exc).__name__}: {exc}"))
+    return pa.RecordBatch.from_pylist(kept, schema=schema)
 
 
 def decode_frame(df, cfg: PipelineConfig):

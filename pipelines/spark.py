@@ -1,32 +1,44 @@
 """The one place a SparkSession is made, for jobs, the CLI and tests alike.
 
 On Databricks (or any cluster where a session already exists) it returns the active
-session untouched. Locally it builds ``local[2]`` with Delta Lake and the Kafka
-source, resolving their jars from Maven Central through
-``configure_spark_with_delta_pip`` (which picks the Spark-suffixed
-``delta-spark_4.1_2.13`` jar) into an Ivy cache under the project's ignored
-``build/`` folder, so only the first run downloads.
+session untouched. Locally it builds ``local[2]`` with Delta Lake and the Kafka source.
+Their jars come from Maven Central: the first start resolves them once, in a child
+``spark-submit`` whose chatty Ivy output goes to a log file (one progress line on the
+console), into an Ivy cache under the build dir, and records the resolved jar list; later
+starts put those jars on the classpath directly and resolve nothing.
+
+Build and cache dirs never depend on where the package is installed (an installed wheel
+would write into site-packages): ``$LAKECDC_BUILD_DIR``, else ``./build`` under the current
+working directory, with a per-cache env var on top (``$LAKECDC_IVY_DIR``, ...).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+def build_dir() -> Path:
+    """Where build inputs, caches and logs go: ``$LAKECDC_BUILD_DIR``, else ``./build`` under the
+    current working directory (git-ignored in a source checkout)."""
+    return Path(os.environ.get("LAKECDC_BUILD_DIR") or "build").resolve()
 
 
 def cache_dir(name: str, env_var: str) -> Path:
-    """Where downloaded build inputs are kept: ``$<env_var>``, else ``build/<name>`` in a source
-    checkout (git-ignored), else ``~/.cache/lakecdc/<name>``."""
+    """One cache under the build dir: ``$<env_var>``, else ``<build_dir>/<name>``."""
     if os.environ.get(env_var):
-        return Path(os.environ[env_var])
-    if (_PROJECT_ROOT / "pyproject.toml").exists():
-        return _PROJECT_ROOT / "build" / name
-    return Path.home() / ".cache" / "lakecdc" / name
+        return Path(os.environ[env_var]).resolve()
+    return build_dir() / name
 
 
 def ivy_dir() -> Path:
@@ -45,11 +57,35 @@ KAFKA_TOKEN_PROVIDER_URL = (
 )
 
 
+def delta_package() -> str:
+    """Delta's jar for the installed delta-spark and Spark (``delta-spark_4.1_2.13``): the
+    coordinate ``delta.configure_spark_with_delta_pip`` would pick."""
+    from importlib.metadata import version
+
+    import pyspark
+
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_minor}_2.13:{version('delta-spark')}"
+
+
 def kafka_package() -> str:
     """The Kafka source, at exactly Spark's version."""
     import pyspark
 
     return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__.split('+')[0]}"
+
+
+#: Left out of resolution: the version the Kafka source asks for is missing (see above).
+_EXCLUDED_PACKAGES = ["org.apache.spark:spark-token-provider-kafka-0-10_2.13"]
+#: What the resolving ``spark-submit`` runs: it joins the JVM that just resolved the packages
+#: and writes the jar list Spark would use (``spark.jars``) to the file named by its argument.
+_LIST_JARS_SCRIPT = """\
+import json, sys
+from pyspark import SparkConf, SparkContext
+SparkContext._ensure_initialized()
+with open(sys.argv[1], "w") as out:
+    json.dump([jar for jar in SparkConf().get("spark.jars", "").split(",") if jar], out)
+"""
 
 
 def _token_provider_jar(ivy: Path) -> Path:
@@ -59,7 +95,7 @@ def _token_provider_jar(ivy: Path) -> Path:
         import urllib.request
 
         target.parent.mkdir(parents=True, exist_ok=True)
-        log.warning("downloading %s", url)
+        log.info("downloading %s", url)
         with urllib.request.urlopen(url, timeout=120) as resp:
             data = resp.read()
         tmp = target.with_suffix(".part")
@@ -68,7 +104,79 @@ def _token_provider_jar(ivy: Path) -> Path:
     return target
 
 
-def get_spark(app_name: str = "lakecdc", *, master: str | None = None, extra_conf: dict | None = None):
+def resolved_jars(ivy: Path) -> list[str]:
+    """Local paths of the Delta and Kafka jars with their dependencies.
+
+    The first call resolves them from Maven Central into ``ivy`` and records the list in
+    ``ivy/lakecdc-jars.json``; later calls (same packages, jars still there) read the record.
+    A lock file keeps concurrent first starts from resolving into one Ivy cache at once."""
+    import fcntl
+
+    wanted = {"packages": [delta_package(), kafka_package()], "excludes": _EXCLUDED_PACKAGES}
+    record = ivy / "lakecdc-jars.json"
+    ivy.mkdir(parents=True, exist_ok=True)
+    with open(ivy / ".lakecdc-resolve.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            known = json.loads(record.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if {k: known.get(k) for k in wanted} == wanted and known.get("jars") \
+                and all(Path(jar).is_file() for jar in known["jars"]):
+            return known["jars"]
+        jars = _resolve(ivy, wanted["packages"], wanted["excludes"])
+        partial = record.with_suffix(".part")
+        partial.write_text(json.dumps({**wanted, "jars": jars}, indent=1))
+        partial.replace(record)
+        return jars
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when inside it (``build/ivy``), else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _resolve(ivy: Path, packages: list[str], excludes: list[str]) -> list[str]:
+    """Resolve ``packages`` in a child ``spark-submit``: one progress line here, Ivy's output (dozens
+    of lines, among them repositories this machine cannot reach) in a log file, shown on failure."""
+    from urllib.parse import unquote, urlparse
+
+    from pyspark.find_spark_home import _find_spark_home
+
+    log_file = build_dir() / "logs" / "jar-resolution.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    print(f"[lakecdc] resolving Delta and Kafka jars from Maven Central into {_shown(ivy)} (first run only)…",
+          file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="lakecdc-resolve-") as tmp:
+        script, listing = Path(tmp, "list_jars.py"), Path(tmp, "jars.json")
+        script.write_text(_LIST_JARS_SCRIPT)
+        command = [
+            str(Path(_find_spark_home(), "bin", "spark-submit")), "--master", "local[1]",
+            "--conf", f"spark.jars.ivy={ivy}",
+            "--conf", f"spark.jars.packages={','.join(packages)}",
+            "--conf", f"spark.jars.excludes={','.join(excludes)}",
+            "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.driver.host=127.0.0.1",
+            "--conf", "spark.driver.bindAddress=127.0.0.1",
+            str(script), str(listing),
+        ]
+        with open(log_file, "wb") as out:
+            out.write(("$ " + " ".join(command) + "\n").encode())
+            out.flush()
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        if done.returncode != 0 or not listing.exists():
+            sys.stderr.write(log_file.read_text(errors="replace"))
+            raise RuntimeError(f"could not resolve the Delta and Kafka jars (spark-submit exited with "
+                               f"{done.returncode}); its output is above and in {log_file}")
+        uris = json.loads(listing.read_text())
+    return [unquote(urlparse(uri).path) if uri.startswith("file:") else uri for uri in uris]
+
+
+def get_spark(app_name: str = "lakecdc", *, master: str | None = None,
+              extra_conf: dict[str, str] | None = None) -> SparkSession:
     """The active session if there is one (Databricks), else a local one sized for 2 cores."""
     from pyspark.sql import SparkSession
 
@@ -76,23 +184,17 @@ def get_spark(app_name: str = "lakecdc", *, master: str | None = None, extra_con
     if active is not None:
         return active
 
-    from delta import configure_spark_with_delta_pip
-
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # only loopback, never the LAN
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's pyarrow
 
     ivy = ivy_dir()
-    ivy.mkdir(parents=True, exist_ok=True)
-    first_run = not any(ivy.glob("jars/*.jar"))
-    if first_run:
-        log.warning("first run: resolving Delta and Kafka jars from Maven Central into %s", ivy)
-    tmp = _PROJECT_ROOT / "build" / "spark-tmp" if (_PROJECT_ROOT / "pyproject.toml").exists() else None
+    jars = resolved_jars(ivy) + [str(_token_provider_jar(ivy))]
+    tmp = build_dir() / "spark-tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master or os.environ.get("LAKECDC_SPARK_MASTER", "local[2]"))
-        .config("spark.jars.ivy", str(ivy))
-        .config("spark.jars.excludes", "org.apache.spark:spark-token-provider-kafka-0-10_2.13")
-        .config("spark.jars", str(_token_provider_jar(ivy)))
+        .config("spark.jars", ",".join(jars))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.sql.shuffle.partitions", "2")
@@ -108,13 +210,11 @@ def get_spark(app_name: str = "lakecdc", *, master: str | None = None, extra_con
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.databricks.delta.autoCompact.enabled", "false")
         .config("spark.sql.adaptive.coalescePartitions.initialPartitionNum", "2")
-        .config("spark.driver.extraJavaOptions", "-Dderby.system.home=" + str(tmp or "/tmp"))
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp}")
+        .config("spark.local.dir", str(tmp))
     )
-    if tmp is not None:
-        tmp.mkdir(parents=True, exist_ok=True)
-        builder = builder.config("spark.local.dir", str(tmp))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
-    spark = configure_spark_with_delta_pip(builder, extra_packages=[kafka_package()]).getOrCreate()
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKECDC_SPARK_LOG_LEVEL", "WARN"))
     return spark

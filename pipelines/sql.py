@@ -75,7 +75,9 @@ def export_expr(column: str, data_type: str) -> str:
     c = q(column)
     t = data_type.lower()
     if t == "binary":
-        return f"base64({c})"
+        # Spark's base64() breaks lines every 76 characters where spark.sql.chunkBase64String.enabled
+        # is on (the default): one unbroken string, whatever the session says.
+        return f"regexp_replace(base64({c}), '[\\r\\n]', '')"
     if t == "timestamp":
         return f"concat(replace(CAST({c} AS STRING), ' ', 'T'), 'Z')"
     if t == "timestamp_ntz":

@@ -23,6 +23,10 @@ string / json   the text                        STRING
 
 Fractions keep up to 9 digits with trailing zeros removed. Nothing here ever goes
 through a float.
+
+The module is longer than 400 lines on purpose: it is the one contract that decoders, gold and
+export share (type names → families → mirror types, and the canonicalisers of each family);
+split, it would be two halves of one table.
 """
 from __future__ import annotations
 
@@ -32,9 +36,9 @@ import re
 from functools import lru_cache
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from pipelines.formats.base import Reject
+from pipelines.formats.base import MAX_TYPE_CHARS, Reject
 
 EPOCH_DATE = date(1970, 1, 1)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -55,28 +59,119 @@ _DATETIME_TYPES = {"datetime", "timestamp without time zone", "smalldatetime", "
 _TIMESTAMP_TYPES = {"timestamp", "timestamptz", "timestamp with time zone",
                     "timestamp with local time zone", "instant"}
 _JSON_TYPES = {"json", "jsonb"}
+#: Type names whose values are kept as text (family ``string``) on purpose; any other name that
+#: :func:`family` reads as text is unknown to lakecdc (configuration refuses it: ``bignt``).
+TEXT_TYPES = frozenset({
+    # MySQL / OceanBase (OMS writes VAR_STRING in __light_type; DataWorks and Debezium write string)
+    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "string", "var_string",
+    "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+    "geometrycollection",
+    # PostgreSQL / GaussDB
+    "character", "character varying", "bpchar", "name", "citext", "uuid", "xml", "inet", "cidr", "macaddr",
+    "macaddr8", "tsvector", "tsquery", "interval", "bit varying", "varbit", "hstore", "line", "lseg", "box",
+    "path", "circle", "int4range", "int8range", "numrange", "tsrange", "tstzrange", "daterange", "oid",
+    "time with time zone", "timetz",
+    # Oracle
+    "varchar2", "nvarchar2", "nchar", "clob", "nclob", "rowid", "urowid", "xmltype", "interval year to month",
+    "interval day to second", "zoned_datetime", "interval_day_to_second", "interval_year_to_month",
+    # SQL Server
+    "nvarchar", "ntext", "uniqueidentifier", "sql_variant", "hierarchyid", "datetimeoffset",
+})
 
-_TYPE_RE = re.compile(
-    r"^\s*([a-z_ ]+?)\s*(?:\(\s*([^)]*)\))?\s*((?:unsigned|signed|zerofill|\s)*)\s*"
-    r"((?:with|without)(?: local)? time zone)?\s*$"
-)
+#: Names this long or shorter are memoised; a longer one is parsed again (no cache holds hostile text).
+_CACHED_TYPE_CHARS = 128
+_TYPE_MODIFIERS = frozenset({"unsigned", "signed", "zerofill"})
+_BASE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_ ")
 
 
-@lru_cache(maxsize=8192)
+def _short_cache(func):
+    """lru_cache for short type names only, so a stream of huge hostile names cannot fill memory."""
+    cached = lru_cache(maxsize=8192)(func)
+
+    def wrapper(source_type):
+        if source_type is not None and len(source_type) > _CACHED_TYPE_CHARS:
+            return func(source_type)
+        return cached(source_type)
+
+    wrapper.__doc__, wrapper.__name__, wrapper.__wrapped__ = func.__doc__, func.__name__, func
+    wrapper.cache_clear = cached.cache_clear
+    return wrapper
+
+
+def _split_zone_suffix(words: list[str]) -> tuple[list[str], str | None]:
+    """``[..., 'with', 'local', 'time', 'zone']`` → (the words before, ``'with local time zone'``)."""
+    for size in (4, 3):
+        tail = words[-size:]
+        if len(words) >= size and tail[0] in ("with", "without") and tail[-2:] == ["time", "zone"] \
+                and (size == 3 or tail[1] == "local"):
+            return words[:-size], " ".join(tail)
+    return words, None
+
+
+def _parse_type_text(text: str) -> tuple[str, tuple[int, ...], bool] | None:
+    """The grammar ``base [(args)] [unsigned|signed|zerofill ...] [with[out] [local] time zone]``, or None.
+
+    Plain string splitting (no regular expression), so the cost is linear in the length whatever
+    the text: the former pattern backtracked for seconds on a name like ``"a" + 70 spaces + "!"``.
+    ``base`` is letters, ``_`` and single spaces; without parentheses its trailing modifier and
+    zone words are peeled off from the right.
+    """
+    head, paren, rest = text.partition("(")
+    if paren:
+        args_text, close, tail = rest.partition(")")
+        if not close:
+            return None
+        base = head.strip()
+        words, zone = _split_zone_suffix(tail.split())
+        modifiers = words
+        args = tuple(int(a) for a in args_text.replace(" ", "").split(",") if a.isascii() and a.isdigit())
+    else:
+        args = ()
+        words, zone = _split_zone_suffix(text.split())
+        cut = len(words)
+        while cut > 1 and words[cut - 1] in _TYPE_MODIFIERS:
+            cut -= 1
+        modifiers = words[cut:]
+        if not words:
+            return None
+        # the base keeps its own spacing: the text up to the end of its last word
+        end = 0
+        for word in words[:cut]:
+            end = text.index(word, end) + len(word)
+        base = text[:end].strip()
+    if not base or not set(base) <= _BASE_CHARS or any(m not in _TYPE_MODIFIERS for m in modifiers):
+        return None
+    if zone:
+        base = f"{base} {zone}"
+    return base, args, "unsigned" in modifiers
+
+
+@_short_cache
 def parse_type(source_type: str) -> tuple[str, tuple[int, ...], bool]:
-    """``'DECIMAL(38, 24) UNSIGNED'`` → (``'decimal'``, [38, 24], True). Unknown args are dropped."""
+    """``'DECIMAL(38, 24) UNSIGNED'`` → (``'decimal'``, [38, 24], True). Unknown args are dropped.
+
+    A name outside the grammar of :func:`_parse_type_text` (``int8``, ``set('a)')``) comes back
+    whole, with no args: :func:`family` then reads it as one word (``int8`` is an int; others text).
+    """
     text = source_type.strip().lower()
-    m = _TYPE_RE.match(text)
-    if not m:
-        return text, (), False
-    base = m.group(1).strip()
-    if m.group(4):  # timestamp(6) without time zone → "timestamp without time zone"
-        base = f"{base} {m.group(4)}"
-    args = tuple(int(a) for a in (m.group(2) or "").replace(" ", "").split(",") if a.isdigit())
-    return base, args, "unsigned" in (m.group(3) or "")
+    return _parse_type_text(text) or (text, (), False)
 
 
-@lru_cache(maxsize=8192)
+def is_known_type(source_type: str) -> bool:
+    """True for a type name lakecdc maps on purpose: a known family, or a known text type (arrays of one).
+
+    Used by configuration, where a typo (``bignt``, ``decimal(12,2``) would otherwise silently
+    make the column STRING.
+    """
+    text = source_type.strip().lower()
+    if not text or len(text) > MAX_TYPE_CHARS:
+        return False
+    if text.endswith("[]"):
+        return is_known_type(text[:-2])
+    return family(text) != "string" or parse_type(text)[0] in TEXT_TYPES
+
+
+@_short_cache
 def family(source_type: str | None) -> str:
     """The canonical family of a vendor type name (see the module table)."""
     if not source_type:
@@ -105,7 +200,7 @@ def family(source_type: str | None) -> str:
     return "string"
 
 
-@lru_cache(maxsize=8192)
+@_short_cache
 def spark_type(source_type: str | None) -> str:
     """The Delta column type (Spark SQL DDL) for a vendor type; see the module table."""
     fam = family(source_type)
@@ -139,7 +234,7 @@ def spark_type(source_type: str | None) -> str:
 
 #: Longest number text accepted; ``1e999999999`` must not expand into a billion digits.
 MAX_NUMBER_CHARS = 4000
-_EXPONENT_RE = re.compile(r"[eE]([+-]?\d+)$")
+_EXPONENT_RE = re.compile(r"[eE]([+-]?\d+)$", re.ASCII)
 
 
 def _decimal(text: str, what: str) -> Decimal:
@@ -160,7 +255,7 @@ def _decimal(text: str, what: str) -> Decimal:
 
 def canon_int(value: object) -> str:
     text = str(value).strip()
-    if re.fullmatch(r"[+-]?\d{1,%d}" % MAX_NUMBER_CHARS, text):
+    if re.fullmatch(r"[+-]?\d{1,%d}" % MAX_NUMBER_CHARS, text, re.ASCII):
         return str(int(text))
     d = _decimal(text, "an integer")
     if d != d.to_integral_value():
@@ -272,15 +367,18 @@ def date_from_epoch_millis(value: object) -> str:
 
 
 def time_from_micros(value: object) -> str:
+    """Microseconds since midnight → ``[-]HH:MM:SS[.f]`` (a negative MySQL TIME keeps its sign)."""
     micros = int(canon_int(value))
-    secs, frac = divmod(micros, 10**6)
+    sign = "-" if micros < 0 else ""
+    secs, frac = divmod(abs(micros), 10**6)
     hours, rest = divmod(secs, 3600)
-    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}" + _fraction(f"{frac:06d}")
+    return f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}" + _fraction(f"{frac:06d}")
 
 
 _DT_RE = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?"
-    r"\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z_]+(?:/[A-Za-z_+-]+)*)?$"
+    r"\s*(Z|[+-]\d{2}:?\d{2}|[A-Za-z_]+(?:/[A-Za-z_+-]+)*)?$",
+    re.ASCII,
 )
 
 
@@ -297,17 +395,39 @@ def parse_datetime_text(text: str) -> tuple[datetime, str, str | None]:
     return dt, frac or "", zone
 
 
+@lru_cache(maxsize=1)
+def _zone_names() -> frozenset[str]:
+    return frozenset(available_timezones()) | {"UTC"}
+
+
+@lru_cache(maxsize=512)
+def time_zone(name: str) -> ZoneInfo:
+    """The IANA zone ``name``, or Reject. Checked against the zone list first: ``ZoneInfo`` itself
+    raises OSError / IsADirectoryError (whose text holds the interpreter's paths) for names such
+    as ``America`` or ``../x``."""
+    if name not in _zone_names():
+        raise Reject(f"unknown time zone: {name[:60]!r}")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise Reject(f"unknown time zone: {name[:60]!r}") from None
+
+
 def _zone_offset(zone: str, wall: datetime) -> timedelta:
     if zone == "Z":
         return timedelta(0)
     if zone[0] in "+-":
         digits = zone[1:].replace(":", "")
-        delta = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+        hours, minutes = int(digits[:2]), int(digits[2:])
+        if hours > 23 or minutes > 59:
+            raise Reject(f"invalid zone offset: {zone!r}")
+        delta = timedelta(hours=hours, minutes=minutes)
         return delta if zone[0] == "+" else -delta
+    tz = time_zone(zone)
     try:
-        return wall.replace(tzinfo=ZoneInfo(zone)).utcoffset() or timedelta(0)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise Reject(f"unknown time zone: {zone!r}") from None
+        return wall.replace(tzinfo=tz).utcoffset() or timedelta(0)
+    except (OverflowError, ValueError):
+        raise Reject(f"date-time out of range in time zone {zone!r}") from None
 
 
 def canon_local_datetime(text: str) -> str:
@@ -321,7 +441,10 @@ def canon_local_datetime(text: str) -> str:
 def canon_instant(text: str, default_zone: str = "UTC") -> str:
     """A date-time with a zone (or in ``default_zone``) → UTC ``YYYY-MM-DDTHH:MM:SS[.f]Z``."""
     dt, frac, zone = parse_datetime_text(text)
-    utc = dt - _zone_offset(zone or default_zone, dt)
+    try:
+        utc = dt - _zone_offset(zone or default_zone, dt)
+    except OverflowError:
+        raise Reject(f"date-time out of range once moved to UTC: {text[:60]!r}") from None
     return utc.strftime("%Y-%m-%dT%H:%M:%S") + _fraction(frac) + "Z"
 
 
@@ -332,15 +455,18 @@ def canon_date(text: str) -> str:
     return dt.date().isoformat()
 
 
-_TIME_RE = re.compile(r"^(-?\d{1,3}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$")
+_TIME_RE = re.compile(r"^(-?)(\d{1,3}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?$", re.ASCII)
 
 
 def canon_time(text: str) -> str:
+    """``[-]H[HH]:MM[:SS[.f]]`` (MySQL TIME reaches 838 hours, and may be negative) → ``[-]HH:MM:SS[.f]``."""
     m = _TIME_RE.match(str(text).strip())
     if not m:
         raise Reject(f"not a time: {str(text)[:60]!r}")
-    h, mi, s, frac = m.groups()
-    return f"{int(h):02d}:{mi}:{s or '00'}" + _fraction(frac or "")
+    sign, h, mi, s, frac = m.groups()
+    if int(mi) > 59 or int(s or 0) > 59:
+        raise Reject(f"invalid time: {str(text)[:60]!r}")
+    return f"{sign}{int(h):02d}:{mi}:{s or '00'}" + _fraction(frac or "")
 
 
 def canonical(fam: str, value: object) -> str | None:

@@ -10,30 +10,81 @@ Local layout (the embedded default)::
     <warehouse>/gold/_history/<mirror>    SCD type 2 versions, where configured
     <warehouse>/_checkpoints/<stage>/<name>
 
-Source table names come from messages, so they are hostile until proven otherwise:
-:func:`safe_name` turns any name into ``[a-z0-9_]`` plus a hash when anything was
-changed, so a name can neither leave the warehouse (``..``, ``/``) nor break SQL.
+Source table names come from messages, so they are hostile until proven otherwise. A source table
+is :class:`SourceTable` (db, schema, table) exactly as the source names it, case kept, and
+:func:`safe_name` maps it to ``[a-z0-9_]`` INJECTIVELY: two different source tables never share a
+mirror, and no name can leave the warehouse (``..``, ``/``) or break SQL.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from pipelines.sql import q as quote_ident
 
-_SAFE_RE = re.compile(r"[^a-z0-9_]")
+#: A part that maps to itself: lowercase letters and digits, single ``_`` inside (never ``__``).
+_PLAIN_PART = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+#: Only hashed names contain it: plain names join plain parts with ``__``, so never hold ``___``.
+HASH_MARK = "___"
 
 
-def safe_name(name: str, max_len: int = 96) -> str:
-    """``shop.orders`` → ``shop__orders``; anything odd → a slug plus a stable hash."""
-    slug = _SAFE_RE.sub("_", name.lower().replace(".", "__"))
-    clean = slug == name.lower().replace(".", "__") and "___" not in slug and len(slug) <= max_len
-    if clean and slug and not slug.startswith("_"):
-        return slug
-    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
-    return f"t_{slug.strip('_')[: max_len - 16]}_{digest}"
+@dataclass(frozen=True)
+class SourceTable:
+    """A source table as its messages name it: database, schema (PostgreSQL, Oracle, GaussDB) and
+    table, case kept. MySQL-family formats report the database again as the schema; a schema equal
+    to the database is the same table as no schema (:meth:`of` folds it)."""
+
+    db: str | None
+    schema: str | None
+    table: str
+
+    @classmethod
+    def of(cls, db: str | None, schema: str | None, table: str) -> SourceTable:
+        db, schema = db or None, schema or None
+        return cls(db, None if schema == db else schema, table)
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.db, self.schema, self.table) if p is not None)
+
+    @property
+    def name(self) -> str:
+        """``db.schema.table`` for people and configuration (ambiguous where a part holds a dot)."""
+        return ".".join(self.parts)
+
+    @property
+    def key(self) -> str:
+        """The exact identity as text (JSON): equal for the same table only."""
+        return json.dumps([self.db, self.schema, self.table], ensure_ascii=False)
+
+    @classmethod
+    def from_key(cls, key: str) -> SourceTable:
+        db, schema, table = json.loads(key)
+        return cls(db, schema, table)
+
+
+def safe_name(name: str | Sequence[str], max_len: int = 96) -> str:
+    """A mirror's file and catalog name, injective over names.
+
+    ``name`` is the parts of a name (``("shop", "orders")``), or a dotted string split at its dots.
+    Parts that are plain (lowercase, digits, single ``_`` inside) join with ``__``: ``shop__orders``.
+    Anything else (case, other characters, ``__`` inside, too long) becomes a slug plus ``___`` and
+    a 64-bit hash of the exact parts: ``Shop.Orders`` → ``shop_orders___<hash>``. Plain names never
+    contain ``___``, so the two kinds cannot meet, and a crafted plain name cannot equal a hashed one.
+    """
+    parts = tuple(name.split(".")) if isinstance(name, str) else tuple(name)
+    plain = "__".join(parts)
+    if parts and all(_PLAIN_PART.fullmatch(p) for p in parts) and len(plain) <= max_len:
+        return plain
+    exact = json.dumps(list(parts), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(exact).hexdigest()[:16]
+    slug = _NOT_SLUG.sub("_", "_".join(parts).lower()).strip("_")[: max_len - len(HASH_MARK) - 16] or "t"
+    return f"{slug}{HASH_MARK}{digest}"
 
 
 @dataclass(frozen=True)
@@ -104,21 +155,21 @@ class Warehouse:
         assert name in ("changes", "quarantine", "heartbeats", "ddl_log"), name
         return self._ref("silver", name)
 
-    def mirror(self, mirror_name: str) -> TableRef:
+    def mirror(self, mirror_name: str | Sequence[str]) -> TableRef:
         return self._ref("gold", safe_name(mirror_name))
 
-    def tombstones(self, mirror_name: str) -> TableRef:
+    def tombstones(self, mirror_name: str | Sequence[str]) -> TableRef:
         return self._gold_side("tombstones", mirror_name)
 
-    def applied_changes(self, mirror_name: str) -> TableRef:
+    def applied_changes(self, mirror_name: str | Sequence[str]) -> TableRef:
         """Ids of the changes applied to a keyless mirror (a redelivered copy is applied once)."""
         return self._gold_side("applied", mirror_name)
 
-    def history(self, mirror_name: str) -> TableRef:
+    def history(self, mirror_name: str | Sequence[str]) -> TableRef:
         """The SCD type 2 history of a mirror (``tables.<name>.history: true``)."""
         return self._gold_side("history", mirror_name)
 
-    def _gold_side(self, kind: str, mirror_name: str) -> TableRef:
+    def _gold_side(self, kind: str, mirror_name: str | Sequence[str]) -> TableRef:
         if self.catalog:
             return TableRef(name=f"{self.catalog}.{self.schema}.gold_{kind}_{safe_name(mirror_name)}")
         return TableRef(path=f"{self.root}/gold/_{kind}/{safe_name(mirror_name)}")

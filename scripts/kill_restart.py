@@ -24,10 +24,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipelines.demo import KEYS, TABLE_TYPES, demo_config, generate  # noqa: E402
 from pipelines.export import expected_rows, export_warehouse  # noqa: E402
 from pipelines.formats import Reject, get_decoder  # noqa: E402
-from pipelines.model import MirrorModel  # noqa: E402
+from pipelines.testing.demo import KEYS, TABLE_TYPES, demo_config, generate  # noqa: E402
+from pipelines.testing.model import MirrorModel  # noqa: E402
 
 
 def main() -> int:

@@ -20,6 +20,9 @@ Rules shared by every format of the family (format modules override the small ho
 * DATETIME with a zone id (seed 000 type table): the wall clock is kept, the zone dropped.
   TIMESTAMP: epoch ``sec[.fraction]`` or date-time text in ``options['source_time_zone']``
   (default UTC). Invalid dates (``0000-00-00``) → Reject naming the column.
+
+The module is longer than 400 lines because it is the single definition (values, decoder and
+encoder) of the shape that five formats share.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from pipelines.formats.base import (
 )
 from pipelines.values import (
     INT64_MAX, INT64_MIN, canon_base64, canon_instant, canonical, family, instant_from_epoch,
-    parse_datetime_text, parse_type,
+    parse_datetime_text, parse_type, time_zone,
 )
 
 #: java.sql.Types → the nearest MySQL type name (used only where mysqlType is silent).
@@ -176,10 +179,8 @@ def epoch_seconds_text(instant: str) -> str:
 
 def wall_text_in_zone(instant: str, zone: str) -> str:
     """Canonical UTC instant → ``YYYY-MM-DD HH:MM:SS[.f]`` wall clock in ``zone`` (DRS JSON-C)."""
-    from zoneinfo import ZoneInfo
-
     wall, frac, _z = parse_datetime_text(instant.rstrip("Z"))
-    local = (wall.replace(tzinfo=ZoneInfo("UTC")).astimezone(ZoneInfo(zone))).replace(tzinfo=None)
+    local = (wall.replace(tzinfo=time_zone("UTC")).astimezone(time_zone(zone))).replace(tzinfo=None)
     return local.strftime("%Y-%m-%d %H:%M:%S") + (f".{frac}" if frac else "")
 
 
@@ -219,7 +220,9 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
     extra_ddl_types: ClassVar[frozenset[str]] = frozenset()
     #: where a DELETE carries its row: "data", "old", or "either" (decided per message).
     delete_row_in: ClassVar[str] = "data"
-    #: True: ``id`` is required and is the seq; False: seq = (id,) if present, else (es,).
+    #: True: ``id`` is required and is the seq. False (OMS Canal, whose messages carry no ``id``):
+    #: seq = (es,), or (es, id) when a producer writes ``id`` too, so every message of the format is
+    #: ordered on one scale; a row change without ``es`` is rejected.
     id_required: ClassVar[bool] = True
     #: field holding the transaction id, if the format has one.
     txn_field: ClassVar[str | None] = None
@@ -253,6 +256,7 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         if name == "TRUNCATE":
             if not table:
                 raise Reject("missing field 'table'")
+            self.require_order(common["seq"], vendor_op)
             key = self.key(obj, db, table, ctx)
             return [Change("TRUNCATE", key_columns=key, ddl=optional(obj, "sql", str) or None, **common)]
         if name in ROW_TYPES:
@@ -265,6 +269,7 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
             raise Reject(f"unknown op '{vendor_op}'")
         if not table:
             raise Reject("missing field 'table'")
+        self.require_order(common["seq"], vendor_op)
         return self._rows(op, obj, ctx, common)
 
     def _rows(self, op: str, obj: dict[str, Any], ctx: DecodeContext, common: dict[str, Any]) -> list[Change]:
@@ -339,13 +344,20 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         return out
 
     def seq(self, obj: dict[str, Any]) -> tuple[int, ...]:
-        if obj.get("id") is not None or self.id_required:
+        """(id,) where ``id`` is required; else (es,) or (es, id), () without ``es`` (see ``id_required``)."""
+        if self.id_required:
             if obj.get("id") is None:
                 raise Reject("missing field 'id'")
             return (seq_int(obj["id"], "id"),)
-        if obj.get("es") is not None:
-            return (seq_int(obj["es"], "es"),)
-        return ()
+        if obj.get("es") is None:
+            return ()
+        es = (seq_int(obj["es"], "es"),)
+        return es + (seq_int(obj["id"], "id"),) if obj.get("id") is not None else es
+
+    def require_order(self, seq: tuple[int, ...], vendor_op: str) -> None:
+        """A row change or TRUNCATE needs an ordering: () would sort it before every real one."""
+        if not seq:
+            raise Reject(f"{vendor_op[:40]} without 'es': {self.format_id} orders row changes by it")
 
     def event_time(self, obj: dict[str, Any]) -> str | None:
         es = obj.get("es")
@@ -365,8 +377,10 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         types = dict(change.col_types or {})
         es = epoch_ms(change.event_time) if change.event_time else None
         msg: dict[str, Any] = {}
-        if change.seq and not (not self.id_required and es is not None and change.seq == (es,)):
-            msg["id"] = Num(str(change.seq[0]))
+        if not self.id_required and len(change.seq) == 2:  # (es, id)
+            msg["id"] = Num(str(change.seq[1]))
+        elif change.seq and not (not self.id_required and es is not None and change.seq == (es,)):
+            msg["id"] = Num(str(change.seq[0]))  # OMS Canal decodes it as (es, id): the same order for one es
         msg.update(database=change.db or "", table=change.table or "", type=self._vendor_op(change))
         msg["isDdl"] = change.op == "DDL"
         msg["sql"] = change.ddl or "" if change.op in ("DDL", "TRUNCATE") else ""

@@ -214,7 +214,8 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
     """Decodes one Debezium envelope {op, before, after, source, ts_ms}; subclasses find it in the message."""
 
     ordering = ("source.pos 'A@B' → (B, A): B is the checkpoint's epoch seconds; or standard "
-                "Debezium source.file/pos/row → (binlog file number, pos, row); none → ()")
+                "Debezium source.file/pos/row → (binlog file number, pos, row); required on c/u/d/t, "
+                "none on snapshot rows (r) and heartbeats")
     table_and_key = "source.db / source.table; key from configuration (the message carries none)"
     type_mapping = ("Debezium logical schema names, else configured source types, else the schema's "
                     "primitive types; BYTES Base16, DATE days, TIME µs, DATETIME ms, TIMESTAMP ...Z, DECIMAL text")
@@ -244,6 +245,10 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
                            event_time=event_time, txn=txn, detail=op_text)]
         if not table:
             raise Reject(f"row change ({op_text}) without source.table")
+        if not seq and op != "SNAPSHOT":
+            # full-sync 'r' rows carry no position (seed 000); an incremental change must, or it would
+            # sort before every ordered one
+            raise Reject(f"row change ({op_text}) without source.pos: an incremental change needs it to be ordered")
         configured = {k: v for k, v in ctx.column_types(db, table).items()}
         before, tb = canonical_image(env.get("before"), "before", schema_types(schema, "before"), configured)
         after, ta = canonical_image(env.get("after"), "after", schema_types(schema, "after"), configured)

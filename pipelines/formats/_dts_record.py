@@ -11,21 +11,26 @@ Decisions:
 * op: INIT → SNAPSHOT; INSERT/UPDATE/DELETE; DDL (statement = ``afterImages`` string);
   BEGIN, COMMIT, ROLLBACK, ABORT, HEARTBEAT, CHECKPOINT, COMMAND, FILL, FINISH, CONTROL, RDB,
   NOOP → HEARTBEAT with the operation in ``detail``.
-* seq = (id,). OMS ids are ``{ms timestamp}{5-digit increment}`` (170236975822100001), so one
-  integer orders exactly like the pair; ``sourcePosition`` is a coarser checkpoint (seconds for
-  OMS, "" in full migration) and is not used. event_time = sourceTimestamp (epoch seconds).
+* seq = (id,); a row record with a negative id has no usable ordering → Reject. OMS ids are
+  ``{ms timestamp}{5-digit increment}`` (170236975822100001), so one integer orders exactly like
+  the pair; ``sourcePosition`` is a coarser checkpoint (seconds for OMS, "" in full migration)
+  and is not used. event_time = sourceTimestamp (epoch seconds).
 * key: ``tags.pk_uk_info`` (JSON ``{"PRIMARY": ["id"]}``; the PRIMARY entry, else the first
   unique key), else configuration.
 * images (``fields[i]`` names column i): Integer → integer text; Decimal → its text, every digit;
   Float → the double's shortest text; Character → bytes decoded by their MySQL charset (charset
   ``binary`` → Base64); Timestamp (epoch seconds + ``millis``, which holds MICROseconds as in the
   DTS SDK's UnixTimestamp) → UTC instant; DateTime → date / time / wall clock by the parts
-  present (``millis`` again microseconds); TimestampWithTimeZone → UTC instant; BinaryObject /
+  present (``millis`` again microseconds of the second, 0..999,999; a part out of range → Reject;
+  every part null → NULL); TimestampWithTimeZone → UTC instant; BinaryObject /
   BinaryGeometry → Base64; TextObject / TextGeometry → text; EmptyObject NULL → NULL,
   EmptyObject NONE → column not carried (partial image).
 * col_types: configured type if any, else the MySQL type of ``dataTypeNumber`` (MySQL sources),
   else the image kind; DECIMAL gets (precision,scale); a bigint value above 2^63-1 reports
   ``bigint unsigned``.
+
+The module is longer than 400 lines because it holds Record.avsc (both generations), its decoder
+and its encoder: the one definition that two formats share.
 """
 from __future__ import annotations
 
@@ -117,11 +122,21 @@ _TYPE_NUMBERS = {"decimal": 246, "tinyint": 1, "smallint": 2, "int": 3, "float":
 _KIND_TYPES = {"Integer": "bigint", "Decimal": "decimal", "Float": "double", "Character": "varchar",
                "Timestamp": "timestamp", "TimestampWithTimeZone": "timestamp with time zone",
                "BinaryObject": "blob", "BinaryGeometry": "geometry", "TextGeometry": "geometry"}
-#: MySQL charset names → Python codecs.
+#: Character set names DTS writes (MySQL's, and Oracle's for Oracle sources) → Python text codecs.
 CHARSETS = {"utf8mb4": "utf-8", "utf8": "utf-8", "utf8mb3": "utf-8", "latin1": "cp1252", "ascii": "ascii",
             "gbk": "gbk", "gb2312": "gb2312", "gb18030": "gb18030", "big5": "big5", "ucs2": "utf-16-be",
             "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be", "ujis": "euc-jp",
-            "sjis": "shift_jis", "cp932": "cp932", "euckr": "euc-kr", "latin2": "iso8859-2", "greek": "iso8859-7"}
+            "sjis": "shift_jis", "cp932": "cp932", "euckr": "euc-kr", "latin2": "iso8859-2", "greek": "iso8859-7",
+            "cp1250": "cp1250", "cp1251": "cp1251", "cp1256": "cp1256", "cp1257": "cp1257", "cp850": "cp850",
+            "cp852": "cp852", "cp866": "cp866", "koi8r": "koi8-r", "koi8u": "koi8-u", "latin5": "iso8859-9",
+            "latin7": "iso8859-13", "hebrew": "iso8859-8", "tis620": "tis-620", "macroman": "mac-roman",
+            "macce": "mac-latin2", "eucjpms": "euc-jp",
+            "al32utf8": "utf-8", "al16utf16": "utf-16-be", "zhs16gbk": "gbk", "zhs32gb18030": "gb18030",
+            "zht16big5": "big5", "ja16sjis": "shift_jis", "ja16euc": "euc-jp", "ko16mswin949": "cp949",
+            "we8iso8859p1": "latin-1", "we8mswin1252": "cp1252", "ee8iso8859p2": "iso8859-2", "us7ascii": "ascii"}
+#: The text codecs a charset may name (also by a Python alias such as ``UTF-8``); anything else, such
+#: as ``rot13``, ``hex`` or ``zlib`` (bytes-to-bytes or text-to-text codecs), is an unknown charset.
+TEXT_CODECS = frozenset(codecs.lookup(name).name for name in CHARSETS.values())
 CONTROL_OPS = {"BEGIN", "COMMIT", "ROLLBACK", "ABORT", "HEARTBEAT", "CHECKPOINT", "COMMAND", "FILL", "FINISH",
                "CONTROL", "RDB", "NOOP"}
 _ROW_OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "INIT": "SNAPSHOT"}
@@ -145,35 +160,68 @@ def read_record(raw: bytes) -> tuple[dict[str, Any], bool]:
 
 
 def decode_charset(data: bytes, charset: str) -> str | bytes:
+    """Character bytes → text by their charset (``binary``: the bytes); an unknown charset → Reject."""
     name = charset.lower()
     if name == "binary":
         return data
     codec = CHARSETS.get(name, name)
     try:
-        codecs.lookup(codec)
-    except LookupError:
-        raise Reject(f"unknown character set {charset!r}") from None
+        known = codecs.lookup(codec).name in TEXT_CODECS
+    except (LookupError, ValueError, TypeError):
+        known = False
+    if not known:
+        raise Reject(f"unknown character set {charset[:40]!r}")
     try:
         return data.decode(codec)
     except UnicodeDecodeError:
         raise Reject(f"bytes are not valid {charset}") from None
 
 
-def _frac(micros: int | None) -> str:
+def _frac(micros: int) -> str:
     return f".{micros:06d}".rstrip("0").rstrip(".") if micros else ""
 
 
-def _datetime_parts(d: dict[str, Any]) -> tuple[str, str]:
-    """DateTime record → (family, canonical text)."""
-    y, mo, da, h, mi, s, us = (d.get(k) for k in ("year", "month", "day", "hour", "minute", "second", "millis"))
-    if y is not None and mo is None and h is None:
-        return "int", str(y)  # YEAR
-    if y is None:
-        return "time", V.canon_time(f"{h or 0:02d}:{mi or 0:02d}:{s or 0:02d}{_frac(us)}")
-    text = f"{y:04d}-{mo or 0:02d}-{da or 0:02d}"
-    if h is None:
-        return "date", V.canon_date(text)
-    return "datetime", V.canon_local_datetime(f"{text} {h:02d}:{mi or 0:02d}:{s or 0:02d}{_frac(us)}")
+#: MySQL TIME reaches 838:59:59 (and may be negative).
+_MAX_TIME_HOURS = 838
+_DATETIME_PARTS = ("year", "month", "day", "hour", "minute", "second", "millis")
+_DATE = frozenset({"year", "month", "day"})
+_TIME = frozenset({"hour", "minute", "second"})
+
+
+def _datetime_parts(d: dict[str, Any]) -> tuple[str, str] | None:
+    """DateTime record → (family, canonical text); None when every part is null (SQL NULL).
+
+    The parts present say the type: year alone → YEAR; year, month, day → DATE; with hour, minute,
+    second too → DATETIME; those three alone → TIME (negative when a part is). ``millis`` holds
+    MICROseconds of the second (the DTS SDK reads it as ``setNaons(millis * 1000)``), so it is
+    0..999,999: 1,500,000 is not a second and a half but an invalid value. A part out of its range
+    (month 13, minute 60, ...) or any other set of parts is rejected, never read as another time.
+    """
+    parts = {k: d.get(k) for k in _DATETIME_PARTS}
+    shape = frozenset(k for k, v in parts.items() if v is not None)
+    if not shape:
+        return None
+    y, mo, da, h, mi, s, us = (parts[k] for k in _DATETIME_PARTS)
+    us = us or 0
+    described = ", ".join(f"{k}={v}" for k, v in parts.items() if v is not None)
+    if shape == _TIME or shape == _TIME | {"millis"}:
+        negative = min(h, mi, s, us) < 0  # as the SDK: any negative part makes the TIME negative
+        if abs(h) > _MAX_TIME_HOURS or abs(us) > 999_999:
+            raise Reject(f"TIME out of range: {described}")
+        text = f"{'-' if negative else ''}{abs(h):02d}:{abs(mi):02d}:{abs(s):02d}{_frac(abs(us))}"
+        return "time", V.canon_time(text)
+    if not 0 <= us <= 999_999:
+        raise Reject(f"DateTime millis (microseconds of the second) out of range 0..999999: {described}")
+    if shape == {"year"}:
+        if not 0 <= y <= 9999:
+            raise Reject(f"YEAR out of range: {described}")
+        return "int", str(y)
+    # a negative or overlong part breaks the fixed-width text, which the canonicalisers then reject
+    if shape == _DATE:
+        return "date", V.canon_date(f"{y:04d}-{mo:02d}-{da:02d}")
+    if shape == _DATE | _TIME or shape == _DATE | _TIME | {"millis"}:
+        return "datetime", V.canon_local_datetime(f"{y:04d}-{mo:02d}-{da:02d} {h:02d}:{mi:02d}:{s:02d}{_frac(us)}")
+    raise Reject(f"DateTime with an unusable set of parts: {described}")
 
 
 def image_value(item: Any) -> tuple[Any, str | None]:
@@ -199,12 +247,22 @@ def image_value(item: Any) -> tuple[Any, str | None]:
         secs, micros = body["timestamp"], body["millis"]
         if secs <= -9223372022400:
             raise Reject(f"illegal TIMESTAMP (OMS marker {secs})")
+        if not 0 <= micros <= 999_999:  # the SDK's UnixTimestamp.setMicro: microseconds of the second
+            raise Reject(f"Timestamp millis (microseconds of the second) out of range 0..999999: {micros}")
         return V.instant_from_epoch(Decimal(secs) + Decimal(micros).scaleb(-6), "s"), "timestamp"
     if kind == "DateTime":
-        fam, text = _datetime_parts(body)
+        parsed = _datetime_parts(body)
+        if parsed is None:
+            return None, None
+        fam, text = parsed
         return text, {"int": "year"}.get(fam, fam)
     if kind == "TimestampWithTimeZone":
-        fam, text = _datetime_parts(body["value"])
+        parsed = _datetime_parts(body["value"])
+        if parsed is None:
+            return None, None
+        fam, text = parsed
+        if fam != "datetime":
+            raise Reject(f"TimestampWithTimeZone needs a date and a time, got a {fam} value")
         return V.canon_instant(text.replace("T", " ") + " " + body["timezone"]), "timestamp with time zone"
     if kind in ("BinaryObject", "BinaryGeometry"):
         return V.base64_from_bytes(body["value"]), _KIND_TYPES[kind] if kind != "BinaryObject" else (body["type"] or "blob").lower()
@@ -234,12 +292,14 @@ class DtsRecordDecoder(Decoder):
             return self.decode_record(record, ctx)
         except Reject:
             raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
             raise Reject(f"malformed DTS Avro Record: {type(exc).__name__}: {exc}"[:200]) from None
 
     def decode_record(self, rec: dict[str, Any], ctx: DecodeContext) -> list[Change]:
         operation = rec["operation"][1] if isinstance(rec["operation"], tuple) else rec["operation"]
         db, schema, table = _split_object(rec.get("objectName"))
+        if rec["id"] < 0 and operation in _ROW_OPS:
+            raise Reject(f"{operation} record with a negative id ({rec['id']}): no usable ordering")
         seq = (rec["id"],) if rec["id"] >= 0 else ()
         ts = rec["sourceTimestamp"]
         event_time = V.instant_from_epoch(ts, "s") if ts and ts > 0 else None

@@ -7,7 +7,10 @@ Decisions (see tests/unit/test_fmt_oms_default.py):
   text). OMS timestamps in this format are epoch seconds (``allMetaData.timestamp``, ``checkpoint``),
   so the first 10 digits are the timestamp and the rest (1-5 digits) the increment:
   seq = (timestamp, increment). A value of 16-18 digits is read as a 13-digit millisecond timestamp
-  plus increment. Anything else is rejected. Absent/null (full load ``ROW``, DDL) → seq = ().
+  plus increment. Anything else is rejected. Absent/null on full load ``ROW``, DDL and HEARTBEAT
+  → seq = () (seed 000/001: "not applicable for full data synchronization"). An INSERT, UPDATE or
+  DELETE without it is rejected: it has no usable ordering, and () would sort it before every
+  real sequence (a DELETE would lose to the row it deletes as "stale").
   The encoder zero-pads the increment to 5 digits, so the number also sorts as a LONG.
 * ``recordType`` ROW (full load) → SNAPSHOT; DDL statement from ``postStruct.ddl`` with
   ``allMetaData.ddlType`` as detail; HEARTBEAT may carry no table.
@@ -35,7 +38,7 @@ def split_store_sequence(value: Any) -> tuple[int, ...]:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "null")):
         return ()
     text = str(value).strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise Reject(f"ordering field 'storeDataSequence' is not a non-negative integer: {text[:40]!r}")
     cut = 10 if 11 <= len(text) <= 15 else 13 if 16 <= len(text) <= 18 else 0
     if not cut:
@@ -54,7 +57,8 @@ def join_store_sequence(seq: tuple[int, ...]) -> Num | None:
 class OmsDefaultFamily(JsonDecoder):
     """Base decoder; subclasses override :meth:`message_types` / :meth:`write_types`."""
 
-    ordering = "allMetaData.storeDataSequence split as (timestamp, increment); none for full load"
+    ordering = ("allMetaData.storeDataSequence split as (timestamp, increment), required on INSERT/UPDATE/DELETE; "
+                "none for full load (ROW)")
     table_and_key = ("allMetaData.db (tenant.database) + table_name; key record_primary_key "
                      "split on \\u0001, else configured key")
 
@@ -105,6 +109,9 @@ class OmsDefaultFamily(JsonDecoder):
                 raw, col_types, name, oracle=oracle, skip=self.meta_columns)
         if op != "UPDATE":  # INSERT/ROW carry only postStruct, DELETE only prevStruct (seed 000)
             images["prevStruct" if op != "DELETE" else "postStruct"] = None
+        if op != "SNAPSHOT" and not common["seq"]:
+            raise Reject(f"{kind} without allMetaData.storeDataSequence: an incremental change needs it to be "
+                         "ordered (OMS writes it unless disabled in the source's source.json)")
         key_text = text_field(meta, "record_primary_key")
         key = tuple(k for k in key_text.split(_SEP) if k) if key_text else ()
         return Change(op, key_columns=key or ctx.key_columns(db, table),

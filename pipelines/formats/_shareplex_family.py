@@ -6,9 +6,13 @@ Decisions (see tests/unit/test_fmt_shareplex.py):
 * UPDATE: ``data`` holds only the changed columns → after = those (partial), ``changed`` = their
   names; ``key`` holds the before-image (seed 000/001 "values of the data before the change";
   seed 004's ``key`` also carries the old value of the changed column) → before.
-* seq = (meta.scn, meta.seq) as integers (``meta.seq`` 0 when absent); () when scn is absent or
-  the text "null" (DDL, full load). event_time = ``meta.time`` read as UTC (seed 004 states UTC;
-  seed 000/001 give no zone).
+* seq = (meta.scn, meta.seq) as integers; () when scn is absent or the text "null" (DDL), which
+  a row change or TRUNCATE may not be: without an ordering it is rejected, never sorted before
+  every real one. ``meta.seq`` (the place in the transaction, from 1) is required where the
+  format always writes it (DTS, seed 004: scn is the transaction's SCN, shared by its rows); OMS
+  writes it only with transactionEnabled (seed 000/001) while its scn ("timestamp + increment")
+  already orders each message, so there a missing seq gives (scn,). event_time = ``meta.time``
+  read as UTC (seed 004 states UTC; seed 000/001 give no zone).
 * Key: configured key. SharePlex names no key columns; when none is configured and the message
   has a usable ``meta.rowid`` (DTS: the Oracle ROWID; OMS: ``{db.table}-{key values}``), the
   synthetic column ``__rowid`` (the rowid text) is added to the images and used as the key, so
@@ -31,7 +35,7 @@ ROWID_COLUMN = "__rowid"
 
 
 class SharePlexFamily(JsonDecoder):
-    ordering = "(meta.scn, meta.seq) as integers; none when scn is absent or 'null'"
+    ordering = "(meta.scn, meta.seq) as integers, scn required on row changes; none when scn is 'null' (DDL)"
     table_and_key = ("meta.table ({db}.{table}); configured key, else meta.rowid as synthetic "
                      "key column __rowid")
     type_mapping = ("no types in the message: configured column types + OMS type table; "
@@ -41,6 +45,8 @@ class SharePlexFamily(JsonDecoder):
     op_map: ClassVar[dict[str, str]] = {"ins": "INSERT", "upd": "UPDATE", "del": "DELETE", "ddl": "DDL"}
     #: Oracle sources: a DATE value carries a time of day.
     oracle: ClassVar[bool] = False
+    #: True where every row change carries ``meta.seq`` (DTS); False: (scn,) without it (OMS).
+    seq_required: ClassVar[bool] = False
 
     def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
         return [self._decode(obj, ctx)]
@@ -56,7 +62,11 @@ class SharePlexFamily(JsonDecoder):
         scn = text_field(meta, "scn")
         seq: tuple[int, ...] = ()
         if scn and scn.strip().lower() != "null":
-            seq = (seq_int(scn, "meta.scn"), seq_int(meta.get("seq") or 0, "meta.seq"))
+            seq = (seq_int(scn, "meta.scn"),)
+            if meta.get("seq") is not None:
+                seq += (seq_int(meta["seq"], "meta.seq"),)
+            elif self.seq_required and op not in ("HEARTBEAT", "DDL"):
+                raise Reject(f"{op_text[:40]} without meta.seq: its place in transaction scn {seq[0]} is unknown")
         when = text_field(meta, "time")
         common: dict[str, Any] = dict(db=db, table=table, seq=seq, txn=text_field(meta, "trans"), detail=op_text,
                                       event_time=canon_instant(when) if when else None)
@@ -67,6 +77,8 @@ class SharePlexFamily(JsonDecoder):
             return Change("DDL", ddl=optional(sql, "ddl"), **common)
         if not table:
             raise Reject("missing table name (meta.table)")
+        if not seq:
+            raise Reject(f"{op_text[:40]} without meta.scn: a row change needs it to be ordered")
         if op == "TRUNCATE":
             return Change("TRUNCATE", key_columns=ctx.key_columns(db, table), **common)
         col_types = ctx.column_types(db, table)
@@ -109,9 +121,11 @@ class SharePlexFamily(JsonDecoder):
             "time": change.event_time[:-1] if change.event_time else None,
             "op": op_text,
             "scn": str(change.seq[0]) if change.seq else "null",
-            "seq": Num(str(change.seq[1])) if change.seq else Num("0"),
+            "seq": Num(str(change.seq[1])) if len(change.seq) > 1 else Num("0"),
             "table": qualified, "rowid": None, "trans": change.txn,
         }
+        if len(change.seq) == 1:  # (scn,): OMS without transactionEnabled writes no seq
+            del meta["seq"]
         msg: dict[str, Any] = {"data": {}, "meta": meta}
 
         def image(img: dict[str, str | None]) -> dict[str, Any]:

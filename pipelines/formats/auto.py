@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pipelines.formats import get_decoder  # the package is initialised before any of its format modules
 from pipelines.formats.base import (
     Change, DecodeContext, Decoder, JsonDecoder, Reject, _json_kind, loads_exact,
 )
@@ -128,7 +129,6 @@ def _epoch_timestamps(obj: dict) -> bool:
 
 
 def _delegate(format_id: str) -> Decoder:
-    from pipelines.formats import get_decoder
     try:
         return get_decoder(format_id)
     except Exception as exc:  # missing module or optional dependency
@@ -159,7 +159,7 @@ class AutoDecoder(Decoder):
     def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:
         self.check_size(raw, ctx)
         try:
-            obj = loads_exact(raw, ctx.max_depth)
+            obj = loads_exact(raw, ctx.max_depth, ctx.max_width, ctx.max_elements)
         except Reject as json_error:
             if bytes(raw[:64]).lstrip()[:1] in (b"{", b"["):
                 raise

@@ -13,6 +13,7 @@ the vendor wrote) are defined in :mod:`pipelines.values`.
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping
@@ -28,6 +29,17 @@ OPS = ROW_OPS + ("DDL", "HEARTBEAT")
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: Default limit on JSON nesting; a CDC message needs a handful of levels.
 DEFAULT_MAX_DEPTH = 64
+#: Default limit on the elements of one JSON array or object: far above any row (MySQL allows
+#: 4096 columns) or Canal ``data`` array (thousands of rows), far below a width bomb.
+DEFAULT_MAX_WIDTH = 100_000
+#: Default limit on all elements of one message, every level counted (``limits.max_elements``):
+#: thousands of rows of hundreds of columns pass (5,000 × 150 decode in about 2.5 s, the cost of
+#: the data itself); a message of a million tiny values is refused before it is parsed.
+DEFAULT_MAX_ELEMENTS = 1_000_000
+#: Longest ordering component: silver sorts sequences as 20-digit zero-padded text.
+MAX_SEQ_DIGITS = 20
+#: Longest type name accepted (a longer one is Reject): far above any real ``enum(...)``.
+MAX_TYPE_CHARS = 1024
 
 
 class Reject(ValueError):
@@ -66,6 +78,8 @@ class DecodeContext:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
     options: Mapping[str, Any] = field(default_factory=dict)  # per-format options (e.g. drs_avro schema)
+    max_width: int = DEFAULT_MAX_WIDTH  # elements of one JSON array / object
+    max_elements: int = DEFAULT_MAX_ELEMENTS  # elements of one message, all levels
 
     def table_spec(self, db: str | None, table: str | None) -> TableSpec | None:
         if table is None:
@@ -123,6 +137,67 @@ class Change:
         return out
 
 
+def check_changes(changes: Any) -> list[Change]:
+    """The decoded changes if silver can store every one of them exactly, else Reject naming the field.
+
+    One check for every decoder (silver's ``decode_message`` calls it): a list of :class:`Change`,
+    each op known, every name, value, type, key, detail and statement a ``str`` that UTF-8 can
+    encode (a lone surrogate such as ``"t\\ud800"`` cannot; it would fail the whole Arrow batch),
+    type names at most :data:`MAX_TYPE_CHARS` long, and ``seq`` non-negative integers of at most
+    :data:`MAX_SEQ_DIGITS` digits (silver sorts them as fixed-width text).
+    """
+    if not isinstance(changes, list) or not all(isinstance(ch, Change) for ch in changes):
+        raise Reject(f"decoder returned {type(changes).__name__}, not a list of changes")
+    for ch in changes:
+        if ch.op not in OPS:
+            raise Reject(f"decoder returned an unknown op {str(ch.op)[:40]!a}")
+        for name in ("db", "table", "schema", "event_time", "txn", "ddl", "detail"):
+            _check_text(getattr(ch, name), name, optional=True)
+        for name in ("key_columns", "changed"):
+            names = getattr(ch, name)
+            if names is None and name == "changed":
+                continue
+            if not isinstance(names, tuple):
+                raise Reject(f"{name} should be a tuple of column names")
+            for column in names:
+                _check_text(column, f"a column name in {name}")
+        for name in ("before", "after"):
+            image = getattr(ch, name)
+            if image is None:
+                continue
+            if not isinstance(image, dict):
+                raise Reject(f"the {name} image should be a mapping of column → value")
+            for column, value in image.items():
+                _check_text(column, f"a column name in the {name} image")
+                _check_text(value, f"column {column[:60]!a} in the {name} image", optional=True)
+        for column, source_type in (ch.col_types or {}).items():
+            _check_text(column, "a column name in col_types")
+            _check_text(source_type, f"the type of column {column[:60]!a}")
+            if len(source_type) > MAX_TYPE_CHARS:
+                raise Reject(f"the type of column {column[:60]!a} is longer than {MAX_TYPE_CHARS} characters: "
+                             f"{source_type[:60]!a}...")
+        if not isinstance(ch.seq, tuple):
+            raise Reject("seq should be a tuple of integers")
+        for part in ch.seq:
+            if isinstance(part, bool) or not isinstance(part, int) or part < 0 or part >= 10**MAX_SEQ_DIGITS:
+                raise Reject(f"ordering component {str(part)[:40]!a} is not a non-negative integer of at most "
+                             f"{MAX_SEQ_DIGITS} digits")
+    return changes
+
+
+def _check_text(value: Any, what: str, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise Reject(f"{what} should be text, got {type(value).__name__}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise Reject(f"{what} is not valid Unicode ({exc.reason} at character {exc.start}): "
+                         f"{value[max(0, exc.start - 20):exc.start + 20]!a}") from None
+
+
 class Decoder(ABC):
     """One vendor format. Subclasses fill the class attributes that README's format table shows."""
 
@@ -149,11 +224,14 @@ class Decoder(ABC):
             raise Reject(f"message is {len(raw)} bytes, over the limit of {ctx.max_message_bytes}")
 
 
-def loads_exact(raw: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+def loads_exact(raw: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH, max_width: int = DEFAULT_MAX_WIDTH,
+                max_elements: int = DEFAULT_MAX_ELEMENTS) -> Any:
     """Parse JSON keeping every number as its exact text (:class:`Num`).
 
-    Rejects invalid UTF-8, non-JSON, NaN/Infinity, and nesting deeper than
-    ``max_depth`` (checked before parsing so a 10,000-level bomb costs one scan).
+    Rejects invalid UTF-8, non-JSON, NaN/Infinity, an object with a duplicated key (which value
+    counts is ambiguous: ``"type":"DELETE",...,"type":"INSERT"``), nesting deeper than
+    ``max_depth``, and more than ``max_width`` elements in one array / object or ``max_elements``
+    in all (:func:`check_shape`, before parsing, so a bomb costs one linear scan).
     """
     if isinstance(raw, (bytes, bytearray, memoryview)):
         try:
@@ -162,9 +240,10 @@ def loads_exact(raw: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
             raise Reject(f"invalid UTF-8 at byte {exc.start}") from None
     else:
         text = raw
-    _check_depth(text, max_depth)
+    check_shape(text, max_depth, max_width, max_elements)
     try:
-        return json.loads(text, parse_int=Num, parse_float=Num, parse_constant=_no_constant)
+        return json.loads(text, parse_int=Num, parse_float=Num, parse_constant=_no_constant,
+                          object_pairs_hook=_unique_keys)
     except RecursionError:
         raise Reject(f"JSON nested deeper than {max_depth} levels") from None
     except json.JSONDecodeError as exc:
@@ -175,28 +254,52 @@ def _no_constant(name: str) -> Any:
     raise Reject(f"not valid JSON: {name} is not a JSON number")
 
 
-def _check_depth(text: str, max_depth: int) -> None:
-    # Cheap pre-scan: count bracket depth outside strings only when brackets are many.
-    if text.count("{") + text.count("[") <= max_depth:
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise Reject(f"duplicate key {key[:60]!r} in a JSON object: which value counts is ambiguous")
+            seen.add(key)
+    return obj
+
+
+#: A JSON string (also the strings of MongoDB shell text); unrolled, so matching is linear.
+_STRING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_STRUCTURE_RE = re.compile(r"[^\[\]{},]+")
+
+
+def check_shape(text: str, max_depth: int, max_width: int = DEFAULT_MAX_WIDTH,
+                max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+    """Reject JSON-like text nested deeper than ``max_depth`` or wider than the element limits.
+
+    Strings are blanked first (brackets and commas inside them do not count); an array or object
+    holds its commas + 1 elements, so the total is commas + containers. Linear in the text, with a
+    Python loop only over the brackets and commas, and only when the plain counts exceed a limit.
+    Malformed text may be counted loosely: the parser that follows rejects it anyway.
+    """
+    if "[" not in text and "{" not in text:
         return
-    depth = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-            if depth > max_depth:
+    bare = _STRING_RE.sub("0", text) if '"' in text else text
+    opened = bare.count("[") + bare.count("{")
+    commas = bare.count(",")
+    if commas + opened > max_elements:
+        raise Reject(f"JSON has more than {max_elements} elements in all (limits.max_elements)")
+    if opened <= max_depth and commas + 1 <= max_width:
+        return
+    widths = [0]
+    for ch in _NOT_STRUCTURE_RE.sub("", bare):
+        if ch == ",":
+            widths[-1] += 1
+            if widths[-1] >= max_width:
+                raise Reject(f"a JSON array or object has more than {max_width} elements (limits.max_width)")
+        elif ch in "[{":
+            widths.append(0)
+            if len(widths) > max_depth + 1:
                 raise Reject(f"JSON nested deeper than {max_depth} levels")
-        elif ch in "}]":
-            depth -= 1
+        elif len(widths) > 1:
+            widths.pop()
 
 
 class JsonDecoder(Decoder):
@@ -208,14 +311,14 @@ class JsonDecoder(Decoder):
 
     def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:
         self.check_size(raw, ctx)
-        obj = loads_exact(raw, ctx.max_depth)
+        obj = loads_exact(raw, ctx.max_depth, ctx.max_width, ctx.max_elements)
         if not isinstance(obj, dict):
             raise Reject(f"expected a JSON object, got {_json_kind(obj)}")
         try:
             return self.decode_object(obj, ctx)
         except Reject:
             raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as exc:
+        except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
             raise Reject(f"malformed {self.format_id} message: {type(exc).__name__}: {exc}") from None
 
     @abstractmethod
@@ -273,10 +376,12 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def seq_int(value: Any, field_name: str) -> int:
-    """An ordering field (number or digit string) as an int, or Reject."""
-    text = str(value).strip() if value is not None else ""
-    if not text.isdigit():
-        raise Reject(f"ordering field '{field_name}' is not a non-negative integer: {value!r}")
+    """An ordering field (number or digit string of at most 20 digits) as an int, or Reject."""
+    text = str(value).strip() if value is not None and not isinstance(value, bool) else ""
+    if not (text.isascii() and text.isdigit()):
+        raise Reject(f"ordering field '{field_name}' is not a non-negative integer: {str(value)[:40]!r}")
+    if len(text.lstrip("0")) > MAX_SEQ_DIGITS:
+        raise Reject(f"ordering field '{field_name}' has more than {MAX_SEQ_DIGITS} digits: {text[:40]!r}...")
     return int(text)
 
 

@@ -100,7 +100,7 @@ class DrsAvroDecoder(Decoder):
     format_id = "drs_avro"
     seeds = "003"
     binary = True
-    ordering = "the mapped sequence field (default id): seq = (id,)"
+    ordering = "the mapped sequence field (default id): seq = (id,), required on row changes"
     table_and_key = "mapped fields (default database / table / pkNames), key else configuration"
     type_mapping = ("mapped type map (default mysqlType), else configuration; DRS texts: byte lists → Base64, "
                     "TIMESTAMP epoch seconds → instant")
@@ -128,7 +128,7 @@ class DrsAvroDecoder(Decoder):
             return self.decode_record(rec, ctx)
         except Reject:
             raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
             raise Reject(f"malformed DRS record: {type(exc).__name__}: {exc}"[:200]) from None
 
     def decode_record(self, rec: dict[str, Any], ctx: DecodeContext) -> list[Change]:
@@ -152,6 +152,8 @@ class DrsAvroDecoder(Decoder):
             return [Change(op="DDL", ddl=rec.get(f["ddl"]) or "", **common)]
         if not table:
             raise Reject(f"{op_text} record without a table ('{f['table']}')")
+        if not seq and op != "SNAPSHOT":
+            raise Reject(f"{op_text} record without its sequence ('{f['seq']}'): a row change needs it to be ordered")
         if op == "TRUNCATE":
             return [Change(op="TRUNCATE", **common)]
         types = {**ctx.column_types(db, table), **(rec.get(f["types"]) or {})}

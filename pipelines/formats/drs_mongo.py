@@ -30,6 +30,9 @@ Decisions (each pinned by a test in tests/unit/test_fmt_drs_mongo.py):
   DRS sequence breaks ties. Both are required on row changes. ``es`` (13-digit ms, "commit
   time") is event_time; in the seed it differs from clusterTime by hours (a zone shift on
   one of them), which is why it is not used for ordering.
+
+The module is longer than 400 lines because MongoDB's shell-style extended JSON needs its own
+parser and writer next to the decoder.
 """
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ from typing import Any
 from pipelines import values
 from pipelines.formats.dataworks_kafka import _epoch_ms
 from pipelines.formats.base import (
-    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, seq_int,
+    DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_WIDTH, Change, DecodeContext, JsonDecoder, Num, Reject, check_shape,
+    dumps_exact, optional, seq_int,
 )
 
 KEY = ("_id",)
@@ -159,6 +163,8 @@ class _Parser:
                     raise self.fail("expected a field name")
                 key, self.pos = m.group(), m.end()
             self.expect(":")
+            if key in out:
+                raise self.fail(f"duplicate field {key[:60]!r}: which value counts is ambiguous")
             out[key] = self.value(depth + 1)
             if self.peek() == ",":
                 self.pos += 1
@@ -202,13 +208,20 @@ def _from_canonical_ejson(doc: dict) -> Any:
     return doc
 
 
-def parse_document(raw: Any, field: str, max_depth: int) -> dict | None:
-    """A ``value`` / ``where`` field (extended JSON text, or already an object) → dict."""
+def parse_document(raw: Any, field: str, max_depth: int, max_width: int = DEFAULT_MAX_WIDTH,
+                   max_elements: int = DEFAULT_MAX_ELEMENTS) -> dict | None:
+    """A ``value`` / ``where`` field (extended JSON text, or already an object) → dict.
+
+    Text is held to the JSON limits first (depth, elements per array / object and in all:
+    ``check_shape``), so a width bomb in a 2 MB document is refused before this pure-Python
+    parser spends seconds on it.
+    """
     if raw is None:
         return None
     if isinstance(raw, dict):
         doc = _from_canonical_ejson({k: _normalise(v) for k, v in raw.items()})
     elif isinstance(raw, str):
+        check_shape(raw, max_depth, max_width, max_elements)
         doc = _Parser(raw, max_depth).parse()
     else:
         raise Reject(f"field '{field}' should be a document (text), got {type(raw).__name__}")
@@ -393,8 +406,9 @@ class DrsMongoDecoder(JsonDecoder):
             raise Reject("missing collection name (field 'coll')")
         types = ctx.column_types(db, coll)
         col_types = dict(types) or None
-        value = parse_document(obj.get("value"), "value", ctx.max_depth)
-        where = parse_document(obj.get("where"), "where", ctx.max_depth)
+        limits = (ctx.max_depth, ctx.max_width, ctx.max_elements)
+        value = parse_document(obj.get("value"), "value", *limits)
+        where = parse_document(obj.get("where"), "where", *limits)
         row = dict(key_columns=KEY, col_types=col_types, seq=seq, **common)
 
         if vendor_op in ("INSERT", "INIT"):

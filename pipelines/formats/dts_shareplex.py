@@ -16,12 +16,14 @@ from pipelines.formats._shareplex_family import SharePlexFamily
 class DtsSharePlexDecoder(SharePlexFamily):
     format_id = "dts_shareplex"
     seeds = "004"
+    ordering = "(meta.scn, meta.seq) as integers, both required on row changes; none when scn is 'null' (DDL)"
     op_map = {
         "ins": "INSERT", "upd": "UPDATE", "del": "DELETE", "ddl": "DDL",
         "insert": "INSERT", "update": "UPDATE", "delete": "DELETE", "truncate": "TRUNCATE",
         "drop column": "DDL", "update after": "UPDATE", "update before": "HEARTBEAT",
     }
     oracle = True
+    seq_required = True  # seed 004: "the ordinal number of the operation within the transaction", from 1
     quirks = (
         "op written as ins/upd/del in the examples but INSERT/UPDATE/DELETE/... in the table: both accepted (seed 004)",
         "UPDATE data holds only the changed columns; key holds the before-image (seed 004)",

@@ -9,13 +9,15 @@ Quirks:
 * The primary key is not in the message: ``primary_key_columns`` if Maxwell was told to
   write it, else the configured key (``ctx.key_columns``).
 * No types in the message: configured column types decide; untyped values keep their JSON text.
-* Ordering: ``position`` ("binlog.000004:1234" → (4, 1234)) when written, else queue order ().
+* Ordering: ``position`` ("binlog.000004:1234" → (4, 1234)) when written; Maxwell writes it only
+  with ``output_binlog_position``, so without it the format has no ordering at all and the queue
+  position orders (seq ()).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from pipelines.formats._canal_family import _SAFETY_NET, RowCodec, check_key, overlay_before
+from pipelines.formats._canal_family import _SAFETY_NET, RowCodec, check_key, epoch_seconds_text, overlay_before
 from pipelines.formats.base import Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional
 from pipelines.values import instant_from_epoch
 
@@ -105,8 +107,6 @@ class MaxwellDecoder(RowCodec, JsonDecoder):
         else:
             msg["type"] = change.detail or ("table-alter" if change.op == "DDL" else "bootstrap-complete")
         if change.event_time:
-            from pipelines.formats._canal_family import epoch_seconds_text
-
             msg["ts"] = Num(epoch_seconds_text(change.event_time))
         if change.txn is not None:
             msg["xid"] = Num(change.txn) if change.txn.isdigit() else change.txn

@@ -2,7 +2,10 @@
 
 Quirks (decisions recorded in tests/fixtures/seeds/oms_canal.CORRECTIONS.md):
 * No ``id`` in the OMS field table (seeds 000/001): seq = (es,) — source time in ms; ties keep
-  queue order. A producer that does write ``id`` (open-source Canal, the Flink corpus) gets (id,).
+  queue order. A producer that does write ``id`` too (open-source Canal, the Flink corpus) gets
+  (es, id): every message is ordered on the one scale ``es``, so a message without ``id`` never
+  sorts by a different scale than one with it. A row change without ``es`` has no ordering and is
+  rejected.
 * ``bigint`` values above 2^63-1 (seed col13 = 10223372036854775806) are BIGINT UNSIGNED with
   the UNSIGNED dropped: kept exactly, col_types records ``bigint unsigned``.
 * Numbers as JSON numbers or text; DECIMAL/DOUBLE keep every digit; BLOB Base64; TIMESTAMP
@@ -18,7 +21,7 @@ from pipelines.formats._canal_family import CanalFamilyDecoder
 class OmsCanalDecoder(CanalFamilyDecoder):
     format_id = "oms_canal"
     seeds = "000, 001"
-    ordering = "`id` when present, else `es` (ms); ties keep queue order"
+    ordering = "`es` (ms), then `id` when present: (es[, id]); required on row changes; ties keep queue order"
     table_and_key = "`database` / `table`; key from `pkNames`, else configuration"
     type_mapping = "`mysqlType` (else `sqlType` java.sql.Types, else config) → family; text or JSON numbers"
     quirks = (

@@ -8,7 +8,10 @@ Decisions (see tests/unit/test_fmt_oms_dataworks.py):
   (progress/control only). The vendor op is always the detail. Any other op → Reject.
 * ``schema.column`` name/type → col_types (lower case) over configured types; ``schema.pk`` → key,
   else configured key. db = ``schema.source.dbName``, schema = ``schema.source.schema``.
-* ``payload.scn`` → seq = (scn,); the text "null" (the seed examples) or absence → ().
+* ``payload.scn`` → seq = (scn,); the text "null" (the seed examples) or absence → (): the seed
+  writes scn only with sequenceEnabled and never in full sync, and its own INSERT/UPDATE/DELETE
+  examples carry "null", so such a stream has no ordering field at all and is ordered by queue
+  position only (a per-message reject would quarantine the seed's examples).
 * ``payload.timestamp.eventTime`` (13-digit epoch ms) → event_time.
 * Values follow the OMS type table (:mod:`._oms_values`): binary Base64, TIMESTAMP ``sec.fraction``
   or the 13.9-digit ``ms.nanos`` form, DATETIME text or epoch ms (wall clock).
@@ -35,7 +38,7 @@ def _text(value: Any) -> str | None:
 class OmsDataWorksDecoder(JsonDecoder):
     format_id = "oms_dataworks"
     seeds = "000, 001"
-    ordering = "payload.scn as (scn,); none when 'null' or absent"
+    ordering = "payload.scn as (scn,); queue order when 'null' or absent (sequenceEnabled off, full sync)"
     table_and_key = "schema.source dbName / schema / table; key schema.pk, else configured key"
     type_mapping = ("schema.column types (lower case) + OMS type table: binary Base64, TIMESTAMP "
                     "sec.fraction or 13-digit ms with 9-digit nanos → UTC, DATETIME wall clock")

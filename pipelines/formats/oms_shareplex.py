@@ -11,6 +11,8 @@ from pipelines.formats._shareplex_family import SharePlexFamily
 class OmsSharePlexDecoder(SharePlexFamily):
     format_id = "oms_shareplex"
     seeds = "000, 001"
+    ordering = ("(meta.scn, meta.seq) as integers, scn required on row changes; (scn,) without meta.seq "
+                "(written only with transactionEnabled); none when scn is 'null' (DDL)")
     quirks = (
         "UPDATE data holds only the changed columns (partial after); key holds the before-image (seed 000, 001)",
         "scn 'null' (text) on DDL → no ordering (seed 000)",

@@ -50,12 +50,12 @@ class KafkaFixture:
         return self.broker.list_topics(**kw)
 
     def produce(self, topic: str, records: Iterable[tuple], **kw: Any) -> int:
-        from pipelines.kafka.client import produce
+        from pipelines.testing.kafka_client import produce
 
         return produce(self.bootstrap, topic, records, **kw)
 
     def consume(self, topic: str, **kw: Any) -> list:
-        from pipelines.kafka.client import consume
+        from pipelines.testing.kafka_client import consume
 
         return consume(self.bootstrap, topic, **kw)
 
@@ -70,9 +70,10 @@ def _skip_reason() -> str | None:
         import confluent_kafka  # noqa: F401
     except ImportError:
         return "confluent-kafka is not installed"
-    from pipelines.kafka.broker import DEFAULT_BUILD_DIR, KAFKA_VERSION, _jars_present
+    from pipelines.spark import build_dir
+    from pipelines.testing.kafka_broker import KAFKA_VERSION, _jars_present
 
-    if shutil.which("mvn") is None and not _jars_present(DEFAULT_BUILD_DIR / "kafka" / "lib", KAFKA_VERSION):
+    if shutil.which("mvn") is None and not _jars_present(build_dir() / "kafka" / "lib", KAFKA_VERSION):
         return "Kafka jars not cached and mvn is not installed"
     return None
 
@@ -82,7 +83,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaFixt
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    from pipelines.kafka.broker import LocalBroker
+    from pipelines.testing.kafka_broker import LocalBroker
 
     broker = LocalBroker(data_dir=tmp_path_factory.mktemp("kafka"), fresh=True)
     atexit.register(broker.stop)  # also covered by LocalBroker's own atexit + PR_SET_PDEATHSIG

@@ -52,7 +52,7 @@ def _java_kafka_pids(data_dir: Path) -> list[int]:
 
 
 def test_broker_is_up_and_status_reports_running(kafka_broker):
-    from pipelines.kafka import LocalBroker
+    from pipelines.testing.kafka_broker import LocalBroker
 
     host, port = kafka_broker.bootstrap.split(":")
     assert host == "127.0.0.1" and int(port) > 0
@@ -124,7 +124,8 @@ def test_headers_and_explicit_partition(kafka_broker):
 
 
 def test_stop_leaves_no_process_and_frees_port(tmp_path):
-    from pipelines.kafka import LocalBroker, produce
+    from pipelines.testing.kafka_broker import LocalBroker
+    from pipelines.testing.kafka_client import produce
 
     with LocalBroker(data_dir=tmp_path / "b1", fresh=True) as b:
         pid, port, cport = b.pid, b.port, b.controller_port
@@ -141,12 +142,12 @@ def test_stop_leaves_no_process_and_frees_port(tmp_path):
 
 
 def test_detached_broker_status_and_down_from_other_processes(tmp_path):
-    from pipelines.kafka import LocalBroker
+    from pipelines.testing.kafka_broker import LocalBroker
 
     ddir = tmp_path / "detached"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     up = (
-        "import sys; from pipelines.kafka import LocalBroker;"
+        "import sys; from pipelines.testing.kafka_broker import LocalBroker;"
         f"b = LocalBroker(data_dir={str(ddir)!r}, fresh=True).start(detach=True); print(b.bootstrap)"
     )
     out = subprocess.run([sys.executable, "-c", up], env=env, capture_output=True, text=True, timeout=180)
@@ -156,7 +157,7 @@ def test_detached_broker_status_and_down_from_other_processes(tmp_path):
         st = LocalBroker.status(ddir)  # the starting process has exited; the broker must live on
         assert st["running"] and st["bootstrap"] == bootstrap and st["detached"] is True
         pid, port = st["pid"], st["port"]
-        down = "from pipelines.kafka import LocalBroker;" f"print(LocalBroker.down({str(ddir)!r}))"
+        down = "from pipelines.testing.kafka_broker import LocalBroker;" f"print(LocalBroker.down({str(ddir)!r}))"
         out = subprocess.run([sys.executable, "-c", down], env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "True"

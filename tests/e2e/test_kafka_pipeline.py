@@ -7,12 +7,12 @@ import pytest
 import yaml
 
 from pipelines.config import load_config
-from pipelines.demo import KEYS, TABLE_TYPES, demo_config, generate_keyed, produce_to_kafka
 from pipelines.export import expected_rows, export_warehouse
 from pipelines.formats import Reject, get_decoder
-from pipelines.model import MirrorModel
 from pipelines.runner import run_pipeline
 from pipelines.silver import reconcile
+from pipelines.testing.demo import KEYS, TABLE_TYPES, demo_config, generate_keyed, produce_to_kafka
+from pipelines.testing.model import MirrorModel
 from pipelines.warehouse import Warehouse
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -97,7 +97,7 @@ def test_broker_restart_while_the_pipeline_runs_loses_nothing(spark, tmp_path):
     import threading
     import time
 
-    from pipelines.kafka import LocalBroker, free_port
+    from pipelines.testing.kafka_broker import LocalBroker, free_port
 
     port, controller_port = free_port(), free_port()
     broker = LocalBroker(data_dir=tmp_path / "kafka", port=port, controller_port=controller_port, fresh=True).start()

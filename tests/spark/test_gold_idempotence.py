@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pipelines.config import parse_config
 from pipelines.export import export_warehouse
-from pipelines.gold import apply_gold_batch
+from pipelines.gold.stage import apply_gold_batch
 from pipelines.silver import decode_frame, ensure_silver
 from pipelines.warehouse import Warehouse
 from tests.conftest import SEEDS_FIXTURES

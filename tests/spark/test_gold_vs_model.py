@@ -17,9 +17,9 @@ import pytest
 from pipelines import cli
 from pipelines.export import export_warehouse
 from pipelines.formats.base import Change
-from pipelines.model import table_name
 from pipelines.silver import reconcile
-from pipelines.simulator import (
+from pipelines.testing.model import table_name
+from pipelines.testing.simulator import (
     Delivery, History, compare, decode_delivery, deliver, encodable_formats, expected_rows, generate_history,
     landing_lines, pipeline_yaml, pipeline_yaml_many, truth_safe_options,
 )
@@ -180,7 +180,7 @@ def test_gold_equals_model_on_a_longer_shareplex_history(spark, tmp_path):
 def _sim(format_id: str, changes: list[Change], tables: dict) -> History:
     """A hand-written history (source order) for a minimal case."""
     from pipelines.formats.base import DecodeContext, TableSpec
-    from pipelines.simulator import TableDef
+    from pipelines.testing.simulator import TableDef
 
     defs = [TableDef(db=n.split(".")[0], name=n.split(".")[1], key=tuple(spec["key"]), columns=dict(spec["columns"]))
             for n, spec in tables.items()]

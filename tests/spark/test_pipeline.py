@@ -17,7 +17,7 @@ from pipelines.cli import main
 from pipelines.config import parse_config
 from pipelines.export import expected_rows, export_warehouse
 from pipelines.formats import get_decoder
-from pipelines.model import MirrorModel
+from pipelines.testing.model import MirrorModel
 from pipelines.warehouse import Warehouse
 from tests.conftest import CONFORMANCE, SEEDS_FIXTURES
 
@@ -161,7 +161,7 @@ def test_canal_seed_values_are_exact_and_conformance_file_gives_the_stated_mirro
 
 def test_a_stage_killed_mid_run_resumes_without_duplicates_or_holes(spark, tmp_path, capsys):
     """SIGKILL the pipeline process while gold is applying, restart, and compare with a clean run."""
-    from pipelines.demo import demo_config, generate, write_landing
+    from pipelines.testing.demo import demo_config, generate, write_landing
 
     work = tmp_path / "killed"
     messages = generate(160, seed=11)

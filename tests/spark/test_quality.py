@@ -13,8 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import quality
-from pipelines.quality import QualityFailure, parse_expectations
+from pipelines.delta_writes import quarantine_frame
+from pipelines.quality.batch import QualityFailure, check_batch, check_mirror, typed_changes
+from pipelines.quality.checks import cdc_checks
+from pipelines.quality.docs import build_data_docs
+from pipelines.quality.report import chart, report
+from pipelines.quality.rules import parse_expectations
+from pipelines.quality.storage import DQ_RESULT_COLUMNS, result_row, write_results
+from pipelines.sql import q
+from pipelines.testing.dq_assets import fetch_assets
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = "shop.orders"
@@ -52,8 +59,6 @@ def by_name(rows):
 
 
 def test_drop_quarantines_exactly_the_offending_changes_and_warn_records(spark):
-    from pipelines.silver import quarantine_frame
-
     changes = spark.createDataFrame([
         change("INSERT", "p0", 0, 1, row(1, "10.00", "NEW", "a@x.io")),
         change("INSERT", "p1", 0, 2, row(2, "-5.00", "PAID", "b@x.io")),         # drop: amount < 0
@@ -63,8 +68,8 @@ def test_drop_quarantines_exactly_the_offending_changes_and_warn_records(spark):
         change("DELETE", "p3", 0, 5, None, before=row(4, "-1.00", "NEW", "d@x.io")),  # DELETE: never dropped
         change("UPDATE", "p4", 0, 6, {"id": "5", "status": "SHIPPED"}, changed=["status"]),  # partial: no amount
     ], CHANGES_DDL)
-    typed = quality.typed_changes(changes, COLUMNS)
-    bq = quality.check_batch(spark, TABLE, typed, RULES, "run1", 7)
+    typed = typed_changes(changes, COLUMNS)
+    bq = check_batch(spark, TABLE, typed, RULES, "run1", 7)
 
     dropped = {(r.bronze_position, r.change_index): (r.rule, r.bad_value) for r in bq.dropped.collect()}
     assert dropped == {("p1", 0): ("amount_positive", "-5.00"), ("p1", 1): ("amount_positive", "2000000.00")}
@@ -84,10 +89,10 @@ def test_drop_quarantines_exactly_the_offending_changes_and_warn_records(spark):
     keep, bad = bq.split(changes)
     assert sorted((r.bronze_position, r.change_index) for r in keep.collect()) == [
         ("p0", 0), ("p2", 0), ("p3", 0), ("p4", 0)]
-    q = quarantine_frame(bad.withColumn("stage", quality_lit("gold"))).collect()
-    assert {(r.rule, r.bad_value, r.bronze_position) for r in q} == {
+    quarantined = quarantine_frame(bad.withColumn("stage", quality_lit("gold"))).collect()
+    assert {(r.rule, r.bad_value, r.bronze_position) for r in quarantined} == {
         ("amount_positive", "-5.00", "p1"), ("amount_positive", "2000000.00", "p1")}
-    assert all("amount_positive" in r.reason for r in q)
+    assert all("amount_positive" in r.reason for r in quarantined)
     assert bq.validation is not None and bq.validation.success is False  # the GE suite result
 
 
@@ -103,7 +108,7 @@ def test_fail_raises_naming_table_rule_and_five_examples(spark):
         [(None if i % 2 else i, "INSERT", f"pos{i}", 0) for i in range(16)],
         "id BIGINT, op STRING, bronze_position STRING, change_index INT")
     with pytest.raises(QualityFailure) as info:
-        quality.check_batch(spark, TABLE, typed, rules, "run1", 3)
+        check_batch(spark, TABLE, typed, rules, "run1", 3)
     msg = str(info.value)
     assert "id_present" in msg and TABLE in msg and "8 of 16" in msg
     assert msg.count("e.g.") == 5 and "pos1" in msg
@@ -117,13 +122,13 @@ def test_mirror_rules_unique_and_row_count(spark):
         {"name": "pair_unique", "expect": "unique", "columns": ["id", "status"], "action": "warn"},
         {"name": "size_ok", "expect": "row_count_between", "min": 1, "max": 10, "action": "fail"},
     ], "t")
-    res = by_name(quality.check_mirror(spark, TABLE, mirror, warn, "run1", 1, key_cols=["id"]))
+    res = by_name(check_mirror(spark, TABLE, mirror, warn, "run1", 1, key_cols=["id"]))
     assert res["status_unique"]["success"] is False and res["status_unique"]["unexpected_count"] == 2
     assert res["pair_unique"]["success"] is True
     assert res["size_ok"]["success"] is True and res["size_ok"]["element_count"] == 3
     fail = parse_expectations([{"name": "tiny", "expect": "row_count_between", "max": 2, "action": "fail"}], "t")
     with pytest.raises(QualityFailure, match=r"'tiny'.*shop\.orders.*observed 3"):
-        quality.check_mirror(spark, TABLE, mirror, fail, "run1", 1)
+        check_mirror(spark, TABLE, mirror, fail, "run1", 1)
 
 
 # ---------------------------------------------------------------- built-in CDC checks
@@ -168,7 +173,7 @@ def cdc_case(spark):
 
 
 def test_cdc_checks_pass_on_clean_data(spark, cdc_case):
-    rows = quality.cdc_checks(spark, TABLE, cdc_case["after"], ["id"], cdc_case["batch"], run_id="r", batch_id=2,
+    rows = cdc_checks(spark, TABLE, cdc_case["after"], ["id"], cdc_case["batch"], run_id="r", batch_id=2,
                               mirror_before_df=cdc_case["before"], columns=MCOLS)
     res = by_name(rows)
     assert set(res) == {"cdc_key_not_null", "cdc_key_unique", "cdc_seq_not_backwards", "cdc_source_drift",
@@ -176,7 +181,7 @@ def test_cdc_checks_pass_on_clean_data(spark, cdc_case):
     assert all(r["success"] for r in rows), rows
     assert res["cdc_source_drift"]["element_count"] == 2
     # reconciliation right after the full load: the mirror is exactly the snapshot ("30" == 30.00)
-    rec = by_name(quality.cdc_checks(spark, TABLE, cdc_case["before"], ["id"], snapshot_df=cdc_case["snapshot"],
+    rec = by_name(cdc_checks(spark, TABLE, cdc_case["before"], ["id"], snapshot_df=cdc_case["snapshot"],
                                      columns=MCOLS, checks=("reconcile",)))
     assert rec["cdc_reconcile_count"]["success"] and rec["cdc_reconcile_checksum"]["success"], rec
 
@@ -184,11 +189,11 @@ def test_cdc_checks_pass_on_clean_data(spark, cdc_case):
 def test_cdc_key_null_and_duplicate_are_caught(spark):
     bad = _mirror(spark, [(1, None, "NEW", seq(1), "src", _t(0)), (None, None, "NEW", seq(1), "src", _t(0)),
                           (2, None, "NEW", seq(1), "src", _t(0)), (2, None, "PAID", seq(2), "src", _t(0))])
-    res = by_name(quality.cdc_checks(spark, TABLE, bad, ["id"], checks=("key_not_null", "key_unique")))
+    res = by_name(cdc_checks(spark, TABLE, bad, ["id"], checks=("key_not_null", "key_unique")))
     assert res["cdc_key_not_null"]["success"] is False and res["cdc_key_not_null"]["unexpected_count"] == 1
     assert res["cdc_key_unique"]["success"] is False and res["cdc_key_unique"]["unexpected_count"] == 2
     with pytest.raises(QualityFailure, match="cdc_key_unique"):
-        quality.cdc_checks(spark, TABLE, bad, ["id"], checks=("key_unique",), fail_on=("cdc_key_unique",))
+        cdc_checks(spark, TABLE, bad, ["id"], checks=("key_unique",), fail_on=("cdc_key_unique",))
 
 
 def test_cdc_sequence_backwards_and_source_drift_are_caught(spark, cdc_case):
@@ -203,7 +208,7 @@ def test_cdc_sequence_backwards_and_source_drift_are_caught(spark, cdc_case):
         # matches: not drift
         change("DELETE", "b3", 0, 9, None, before={"id": "3", "amount": "30.00"}),
     ], CHANGES_DDL)
-    rows = quality.cdc_checks(spark, TABLE, cdc_case["after"], ["id"], batch, mirror_before_df=cdc_case["before"],
+    rows = cdc_checks(spark, TABLE, cdc_case["after"], ["id"], batch, mirror_before_df=cdc_case["before"],
                               columns=MCOLS, checks=("seq_not_backwards", "source_drift"))
     res = by_name(rows)
     assert res["cdc_seq_not_backwards"]["success"] is False and res["cdc_seq_not_backwards"]["unexpected_count"] == 1
@@ -212,17 +217,39 @@ def test_cdc_sequence_backwards_and_source_drift_are_caught(spark, cdc_case):
     assert "differs: amount" in res["cdc_source_drift"]["details"]
 
 
+
+@pytest.mark.parametrize("key", ["a`b", "$% ^,& *("])
+def test_odd_column_names_pass_through_typed_changes_and_the_drift_probe(spark, key):
+    other = "$% ^,& *(" if key == "a`b" else "a`b"  # each name once as the key, once as a compared column
+    cols = {key: "bigint", other: "varchar(16)"}
+    batch = spark.createDataFrame([
+        change("UPDATE", "b0", 0, 5, {key: "1", other: "new"}, before={key: "1", other: "old"}),  # matches
+        change("UPDATE", "b1", 0, 6, {key: "2", other: "x"}, before={key: "2", other: "stale"}),  # mirror: "two"
+        change("DELETE", "b2", 0, 7, None, before={key: "3", other: "three"}),  # matches
+    ], CHANGES_DDL)
+    typed = typed_changes(batch, cols)
+    assert typed.columns[:2] == [key, other]
+    assert sorted((r[key], r[other]) for r in typed.collect()) == [(1, "new"), (2, "x"), (3, "three")]
+
+    before = spark.createDataFrame([(1, "old", seq(1)), (2, "two", seq(1)), (3, "three", seq(1))],
+                                   f"{q(key)} BIGINT, {q(other)} STRING, _seq STRING")
+    res = by_name(cdc_checks(spark, TABLE, before, [key], batch, mirror_before_df=before, columns=cols,
+                             checks=("seq_not_backwards", "source_drift")))
+    assert res["cdc_seq_not_backwards"]["success"] is True
+    assert res["cdc_source_drift"]["success"] is False and res["cdc_source_drift"]["unexpected_count"] == 1
+    assert "b1" in res["cdc_source_drift"]["details"] and f"differs: {other}" in res["cdc_source_drift"]["details"]
+
 def test_cdc_freshness_is_caught_with_per_source_threshold(spark):
     stale = _mirror(spark, [(1, None, "NEW", seq(1), "slow_src", _t(3)), (2, None, "NEW", seq(1), "fast_src", _t(0.1))])
-    res = quality.cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",))
+    res = cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",))
     assert res[0]["expectation"] == "cdc_freshness" and res[0]["success"] is False
     assert res[0]["unexpected_count"] == 1 and "slow_src" in res[0]["details"]
     # a heartbeat of the slow source counts as progress
     hb = quality_heartbeats(spark, "slow_src", _t(0.5))
-    ok = quality.cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",), heartbeats_df=hb)
+    ok = cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",), heartbeats_df=hb)
     assert ok[0]["success"] is True
     # or a per-source threshold (configurable) allows the slow one 4 hours
-    ok2 = quality.cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",),
+    ok2 = cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",),
                              freshness_threshold={"slow_src": "4 hours", "*": "1 hour"})
     assert ok2[0]["success"] is True
 
@@ -235,10 +262,10 @@ def test_cdc_reconciliation_catches_lost_and_changed_rows(spark, cdc_case):
     lost = cdc_case["before"].where("id != 3")
     changed = cdc_case["before"].selectExpr("id", "CASE WHEN id = 2 THEN CAST(20.51 AS DECIMAL(12,2)) ELSE amount END "
                                             "AS amount", "status", "_seq", "_source", "_event_time")
-    r1 = by_name(quality.cdc_checks(spark, TABLE, lost, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS,
+    r1 = by_name(cdc_checks(spark, TABLE, lost, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS,
                                     checks=("reconcile",)))
     assert r1["cdc_reconcile_count"]["success"] is False and r1["cdc_reconcile_checksum"]["success"] is False
-    r2 = by_name(quality.cdc_checks(spark, TABLE, changed, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS,
+    r2 = by_name(cdc_checks(spark, TABLE, changed, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS,
                                     checks=("reconcile",)))
     assert r2["cdc_reconcile_count"]["success"] is True and r2["cdc_reconcile_checksum"]["success"] is False
 
@@ -251,25 +278,25 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
     rows = []
     for b in range(3):
         for tbl, ok in ((TABLE, b != 1), ("shop.users", True)):
-            rows.append(quality._row("run9", b, tbl, "amount_positive", "expect_column_values_to_be_between", "drop",
-                                     ok, 10, 0 if ok else 3, None, now + dt.timedelta(minutes=b)))
-            rows.append(quality._row("run9", b, tbl, "cdc_key_unique", "expect_column_values_to_be_unique", "warn",
-                                     True, 10, 0, None, now + dt.timedelta(minutes=b)))
-    assert quality.write_results(spark, str(warehouse), rows) == 12
-    assert quality.write_results(spark, str(warehouse), rows[:2], app_id="a", version=1) == 2
-    quality.write_results(spark, str(warehouse), rows[:2], app_id="a", version=1)  # a retry: written once
+            rows.append(result_row("run9", b, tbl, "amount_positive", "expect_column_values_to_be_between", "drop",
+                                   ok, 10, 0 if ok else 3, None, now + dt.timedelta(minutes=b)))
+            rows.append(result_row("run9", b, tbl, "cdc_key_unique", "expect_column_values_to_be_unique", "warn",
+                                   True, 10, 0, None, now + dt.timedelta(minutes=b)))
+    assert write_results(spark, str(warehouse), rows) == 12
+    assert write_results(spark, str(warehouse), rows[:2], app_id="a", version=1) == 2
+    write_results(spark, str(warehouse), rows[:2], app_id="a", version=1)  # a retry: written once
     stored = spark.read.format("delta").load(str(warehouse / "dq" / "dq_results"))
     assert stored.count() == 14
-    assert stored.columns == list(quality.DQ_RESULT_COLUMNS)
+    assert stored.columns == list(DQ_RESULT_COLUMNS)
 
-    text = quality.report(spark, str(warehouse))
+    text = report(spark, str(warehouse))
     assert "shop.orders" in text and "shop.users" in text and "pass rate" in text
     cells = next(ln for ln in text.splitlines() if ln.startswith("shop.orders ")).split()
     # 6 rows + 2 rows written again under app_id "a" (written once): 8 checks, 1 failure, 3 quarantined
     assert cells[:5] == ["shop.orders", "8", "87.5%", "1", "3"], text
     assert "amount_positive (drop) failed" in text
 
-    png = quality.chart(spark, str(warehouse), tmp_path / "chart.png")
+    png = chart(spark, str(warehouse), tmp_path / "chart.png")
     assert Path(png).stat().st_size > 5000
     (ROOT / "build").mkdir(exist_ok=True)
     shutil.copy(png, ROOT / "build" / "dq_chart.png")
@@ -277,8 +304,9 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
     # Data Docs from real validations of this process (run one more here so the test stands alone)
     typed = spark.createDataFrame([(1, "NEW", "p0", 0, "INSERT"), (None, "X", "p1", 0, "INSERT")],
                                   "id BIGINT, status STRING, bronze_position STRING, change_index INT, op STRING")
-    bq = quality.check_batch(spark, TABLE, typed, RULES[1:], "run9", 4)
-    index = quality.build_data_docs([bq], warehouse=str(warehouse))
+    bq = check_batch(spark, TABLE, typed, RULES[1:], "run9", 4)
+    fetch_assets()  # GE links its CSS/JS from CDNs: with the asset cache filled the site serves local copies
+    index = build_data_docs([bq], warehouse=str(warehouse))
     assert index == str((warehouse / "dq" / "data_docs" / "index.html").resolve())
     html = Path(index).read_text()
     assert "shop__orders.batch" in html
@@ -286,9 +314,9 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
     page = "".join(p.read_text() for p in pages)
     assert "values must belong to this set" in page and "run9-b4" in page
     # a later build keeps the earlier results (file-backed store under dq/gx) and adds this process's
-    quality.check_mirror(spark, TABLE, typed, parse_expectations(
+    check_mirror(spark, TABLE, typed, parse_expectations(
         [{"name": "few", "expect": "row_count_between", "max": 10}], "t"), "run9", 5)
-    quality.build_data_docs(None, warehouse=str(warehouse))
+    build_data_docs(None, warehouse=str(warehouse))
     assert all(p.exists() for p in pages)
     assert len(list((warehouse / "dq" / "data_docs" / "validations").rglob("*.html"))) > len(pages)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.config import ConfigError, parse_config
-from pipelines.mirror_schema import fits, widens
+from pipelines.gold.schema import fits, widens
 
 BASE = {"sources": [{"name": "s", "format": "oms_canal", "path": "/x"}]}
 

@@ -118,7 +118,7 @@ def test_delegate_failure_becomes_reject():
 
 
 def _auto_mirror(name: str):
-    from pipelines.model import MirrorModel
+    from pipelines.testing.model import MirrorModel
     path = CONFORMANCE / name
     if not path.exists():
         pytest.skip("conformance corpus not present")

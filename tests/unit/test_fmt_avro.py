@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from pipelines.formats import get_decoder
 from pipelines.formats._dts_record import RECORD_SCHEMA
 from pipelines.formats.base import Change, DecodeContext, Reject, TableSpec
-from pipelines.model import MirrorModel
+from pipelines.testing.model import MirrorModel
 
 ROOT = Path(__file__).resolve().parents[2]
 AVRO = ROOT / "tests" / "fixtures" / "avro"

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from pipelines.formats import get_decoder
 from pipelines.formats.base import Change, DecodeContext, Reject, TableSpec
-from pipelines.model import MirrorModel
+from pipelines.testing.model import MirrorModel
 from pipelines.values import instant_from_epoch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def test_oms_canal_values_and_types():
           b'"data":[{"a":"12","b":{"x":[1,2.50]},"c":1e400}],"sqlType":{"a":-5}}'
     ch = dec.decode(raw, CTX)[0]
     assert ch.after == {"a": "12", "b": '{"x":[1,2.50]}', "c": "1e400"} and ch.col_types == {"a": "bigint"}
-    assert ch.seq == (7,)
+    assert ch.seq == (5, 7)  # OMS Canal orders by es; a producer's id breaks ties (never a second scale)
 
 
 def test_oms_canal_key_and_types_from_configuration():
@@ -176,7 +176,8 @@ def test_conformance_flink_canal_data():
     assert len(raw) == 11  # the corpus README says 10 messages; the file holds 11 lines (2 DELETEs)
     changes = decode_all("oms_canal", raw, flink_ctx())
     assert sum(c.op == "DDL" for c in changes) == 1
-    assert all(c.seq == (int(json.loads(ln)["id"]),) for ln in raw for c in decode_all("oms_canal", [ln], flink_ctx()))
+    assert all(c.seq == (int(json.loads(ln)["es"]), int(json.loads(ln)["id"]))  # (es, id): one scale, es
+               for ln in raw for c in decode_all("oms_canal", [ln], flink_ctx()))
     rows = MirrorModel().add_all(changes).rows("inventory.products2")
     assert_eight_rows(rows)
     assert rows[0]["weight"] == "5.17" and rows[3]["weight"] == "1.0"  # FLOAT text kept exactly
@@ -394,6 +395,9 @@ def changes(draw, format_id):
     if maxwell:
         seq = draw(st.sampled_from([(), (4, 1234)]))
         txn = draw(st.one_of(st.none(), st.integers(0, 10**9).map(str)))
+    elif format_id == "oms_canal":  # ordered by es, a producer's id (when written) breaks ties
+        seq = draw(st.sampled_from([(ms,), (ms, draw(st.integers(0, 2**63 - 1)))]))
+        txn = None
     else:
         seq = (draw(st.integers(0, 2**63 - 1)),)
         txn = draw(st.one_of(st.none(), st.just("uuid:1-5"))) if format_id == "dts_canal" else None
@@ -421,8 +425,9 @@ def test_round_trip(format_id, data):
 def test_round_trip_ddl(format_id):
     dec = get_decoder(format_id)
     detail = {"maxwell": "table-alter", "dts_canal": "DDL", "drs_json": "INIT_DDL"}.get(format_id, "ALTER")
+    seq = {"maxwell": (), "oms_canal": (1609459200123, 5)}.get(format_id, (5,))  # oms_canal: (es, id)
     change = Change("DDL", db="db1", table="tb1", ddl="ALTER TABLE tb1 ADD c int", detail=detail,
-                    seq=() if format_id == "maxwell" else (5,), event_time="2021-01-01T00:00:00.123Z")
+                    seq=seq, event_time="2021-01-01T00:00:00.123Z")
     assert dec.decode(dec.encode(change, CTX), CTX) == [change]
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from pipelines.formats import get_decoder
 from pipelines.formats.base import Change, DecodeContext, Reject, TableSpec
-from pipelines.model import MirrorModel
+from pipelines.testing.model import MirrorModel
 
 SEEDS = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
 CONF = Path("/work/shared/conformance/flink")

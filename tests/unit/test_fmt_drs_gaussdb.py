@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from pipelines.formats.base import Change, DecodeContext, Reject
 from pipelines.formats.drs_gaussdb import DECODER
-from pipelines.model import MirrorModel
+from pipelines.testing.model import MirrorModel
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "seeds" / "drs_gaussdb.jsonl"
 LINES = FIXTURE.read_bytes().splitlines()

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from pipelines.formats.base import Change, DecodeContext, Reject, TableSpec
 from pipelines.formats.drs_mongo import DECODER, column_value, parse_document
-from pipelines.model import MirrorModel
+from pipelines.testing.model import MirrorModel
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "seeds" / "drs_mongo.jsonl"
 LINES = FIXTURE.read_bytes().splitlines()

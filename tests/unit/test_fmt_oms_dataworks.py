@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from _oms_strategies import COL_TYPES, ms_instants, rows
 from pipelines.formats import get_decoder
 from pipelines.formats.base import Change, DecodeContext, Reject
-from pipelines.model import MirrorModel
+from pipelines.testing.model import MirrorModel
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
 DW = get_decoder("oms_dataworks")

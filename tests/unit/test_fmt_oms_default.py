@@ -12,7 +12,7 @@ from _oms_strategies import COL_TYPES, epoch_instants, rows
 from pipelines.formats import get_decoder
 from pipelines.formats._oms_default_family import split_store_sequence
 from pipelines.formats.base import Change, DecodeContext, Reject, TableSpec
-from pipelines.model import MirrorModel
+from pipelines.testing.model import MirrorModel
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
 DEFAULT = get_decoder("oms_default")
@@ -147,7 +147,7 @@ def test_store_data_sequence_rejects(raw):
 
 def _msg(post: dict, db_type: str = "OB_MYSQL") -> bytes:
     return json.dumps({"allMetaData": {"db": "t.d", "table_name": "x", "dbType": db_type,
-                                       "record_primary_key": "id"},
+                                       "record_primary_key": "id", "storeDataSequence": "160934467100001"},
                        "recordType": "INSERT", "postStruct": {"id": 1, **post}}).encode()
 
 
@@ -187,8 +187,8 @@ def test_invalid_values_reject_naming_column_and_value(col_type, value):
 
 
 def test_key_from_configuration_when_message_has_none():
-    raw = json.dumps({"allMetaData": {"db": "t.d", "table_name": "x"}, "recordType": "INSERT",
-                      "postStruct": {"id": 1}}).encode()
+    raw = json.dumps({"allMetaData": {"db": "t.d", "table_name": "x", "storeDataSequence": 160934467100001},
+                      "recordType": "INSERT", "postStruct": {"id": 1}}).encode()
     ctx = DecodeContext(tables={"t.d.x": TableSpec(key=("id",))})
     assert DEFAULT.decode(raw, ctx)[0].key_columns == ("id",)
 
@@ -236,7 +236,9 @@ def default_changes(draw, with_types: bool):
     op = draw(st.sampled_from(["INSERT", "UPDATE", "DELETE", "SNAPSHOT"]))
     before = draw(rows()) if op in ("UPDATE", "DELETE") else None
     after = draw(rows()) if op != "DELETE" else None
-    seq = draw(st.none() | st.tuples(st.integers(10**9, 9_999_999_999), st.integers(0, 99_999)))
+    seq = draw(st.tuples(st.integers(10**9, 9_999_999_999), st.integers(0, 99_999)))  # required on I/U/D
+    if op == "SNAPSHOT":  # full load (ROW) carries none (seed 000)
+        seq = draw(st.none() | st.just(seq))
     return Change(op=op, db="t.db", table="tbl", key_columns=("id",), before=before, after=after,
                   col_types=dict(COL_TYPES), seq=seq or (), event_time=draw(st.none() | epoch_instants),
                   txn=draw(st.none() | st.text(max_size=8).filter(lambda s: s.isprintable() and s)),

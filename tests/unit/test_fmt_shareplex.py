@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from _oms_strategies import COL_TYPES, epoch_instants, rows
 from pipelines.formats import get_decoder
 from pipelines.formats.base import Change, DecodeContext, Reject, TableSpec
-from pipelines.model import MirrorModel
+from pipelines.testing.model import MirrorModel
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
 OMS = get_decoder("oms_shareplex")
@@ -181,9 +181,9 @@ def shareplex_changes(draw, rowid: bool):
                 image["__rowid"] = rid
         key = ("__rowid",)
         changed = changed + ("__rowid",) if changed else None
-    seq = draw(st.none() | st.tuples(st.integers(0, 10**15), st.integers(0, 10**6)))
+    seq = draw(st.tuples(st.integers(0, 10**15), st.integers(0, 10**6)))  # a row change needs its scn
     return Change(op=op, db="S", table="T", key_columns=key, before=before, after=after, changed=changed,
-                  col_types=dict(COL_TYPES), seq=seq or (), event_time=draw(st.none() | epoch_instants),
+                  col_types=dict(COL_TYPES), seq=seq, event_time=draw(st.none() | epoch_instants),
                   txn=draw(st.none() | st.just("7.0.411499")),
                   detail={"INSERT": "ins", "UPDATE": "upd", "DELETE": "del"}[op])
 

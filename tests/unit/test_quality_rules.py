@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from pipelines.config import ConfigError
-from pipelines.quality import Rule, parse_duration, parse_expectations
+from pipelines.quality.rules import Rule, parse_duration, parse_expectations
 
 WHERE = "conf/pipeline.yaml: tables.shop.orders.expectations"
 

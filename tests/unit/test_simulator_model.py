@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from pipelines.formats import FORMAT_IDS, get_decoder
 from pipelines.formats.base import Change, DecodeContext, Decoder, TableSpec
-from pipelines.model import MirrorModel
-from pipelines.simulator import (
+from pipelines.testing.model import MirrorModel
+from pipelines.testing.simulator import (
     CAPABILITIES, compare, decode_delivery, deliver, encodable_formats, generate_history,
     landing_lines, model_rows, pipeline_yaml, pipeline_yaml_many, soak, truth_diffs, truth_safe_options,
 )

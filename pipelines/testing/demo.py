@@ -1,4 +1,4 @@
-"""``lakecdc demo``: realistic CDC traffic for a small shop database, through the whole pipeline.
+"""``lakecdc demo`` (a dev tool): realistic CDC traffic for a small shop database, through the whole pipeline.
 
 Two sources, as a migration service would write them:
 
@@ -20,7 +20,17 @@ from typing import Callable
 
 import yaml
 
+from pipelines.config import load_config
+from pipelines.export import mirror_refs
 from pipelines.formats import Change, DecodeContext, get_decoder
+from pipelines.quality.report import report
+from pipelines.runner import run_pipeline
+from pipelines.silver import reconcile
+from pipelines.spark import get_spark
+from pipelines.testing.dq_assets import fetch_assets
+from pipelines.testing.kafka_broker import LocalBroker, create_topic, list_topics
+from pipelines.testing.kafka_client import produce
+from pipelines.warehouse import Warehouse
 
 CUSTOMERS = "shop.customers"
 ORDERS = "shop.orders"
@@ -118,7 +128,8 @@ def generate_keyed(changes: int, seed: int, dq_faults: bool = False) -> dict[str
             _stock_change(rng, stock, clock, emit_canal)
     # What a broken producer or a bad network hop leaves behind: quarantined, never applied.
     bad = [b'{"allMetaData": {"db": "demo_tenant.shop", "table_name": "orders"', b"not json at all",
-           b'{"allMetaData": {"db": "demo_tenant.shop", "table_name": "orders", "storeDataSequence": "176198400000001"},'
+           b'{"allMetaData": {"db": "demo_tenant.shop", "table_name": "orders", '
+           b'"storeDataSequence": "176198400000001"},'
            b' "recordType": "UPSERT", "postStruct": {"order_id": 1}}']
     for i, raw in enumerate(bad):
         pos = (i + 1) * len(out["shop_oms"]) // (len(bad) + 1)
@@ -241,8 +252,6 @@ def write_landing(workdir: Path, messages: dict[str, list[bytes]], files_per_sou
 def produce_to_kafka(bootstrap: str, messages: dict[str, list[tuple[bytes | None, bytes]]],
                      topics: dict[str, str] | None = None) -> None:
     """Publish each source's messages to its topic (3 partitions), keyed as the vendors key them."""
-    from pipelines.kafka import create_topic, list_topics, produce
-
     existing = set(list_topics(bootstrap))
     for source, pairs in messages.items():
         topic = (topics or {}).get(source, source)
@@ -253,10 +262,6 @@ def produce_to_kafka(bootstrap: str, messages: dict[str, list[tuple[bytes | None
 
 def run_demo(workdir: Path, changes: int = 400, seed: int = 7, progress: Callable[[str], None] = print,
              kafka: bool = False) -> int:
-    from pipelines.config import load_config
-    from pipelines.runner import run_pipeline
-    from pipelines.spark import get_spark
-
     workdir = workdir.resolve()
     if workdir.exists():
         shutil.rmtree(workdir)
@@ -264,8 +269,6 @@ def run_demo(workdir: Path, changes: int = 400, seed: int = 7, progress: Callabl
     keyed = generate_keyed(changes, seed, dq_faults=True)
     broker = None
     if kafka:
-        from pipelines.kafka import LocalBroker
-
         progress("starting a local Kafka broker on 127.0.0.1 (first run downloads its jars) ...")
         broker = LocalBroker(data_dir=workdir / "kafka", fresh=True).start()
         produce_to_kafka(broker.bootstrap, keyed)
@@ -280,6 +283,7 @@ def run_demo(workdir: Path, changes: int = 400, seed: int = 7, progress: Callabl
                                                      sort_keys=False))
         progress(f"generated {sum(map(len, keyed.values()))} messages for {len(keyed)} sources into {where}")
         cfg = load_config(conf_path)
+        fetch_assets()  # the Data Docs' CSS and scripts, cached once, so the demo's docs render offline
         spark = get_spark("lakecdc-demo")
         summary = run_pipeline(spark, cfg, progress=progress)
         _print_summary(spark, cfg, summary, conf_path)
@@ -290,10 +294,6 @@ def run_demo(workdir: Path, changes: int = 400, seed: int = 7, progress: Callabl
 
 
 def _print_summary(spark, cfg, summary, conf_path: Path) -> None:
-    from pipelines.export import mirror_refs
-    from pipelines.silver import reconcile
-    from pipelines.warehouse import Warehouse
-
     wh = Warehouse.from_config(cfg)
     counts = reconcile(spark, wh)
     print()
@@ -311,8 +311,6 @@ def _print_summary(spark, cfg, summary, conf_path: Path) -> None:
     for name, ref in sorted(mirror_refs(spark, wh).items()):
         print(f"    {name:28} {ref.read(spark).count():>6}   {ref.path}")
     if summary.data_docs:
-        from pipelines.quality import report
-
         print("\ndata quality")
         print(report(spark, wh))
         print(f"  Data Docs: {summary.data_docs}\n  chart: lakecdc dq report --warehouse {wh.root}")

@@ -1,4 +1,4 @@
-"""Source simulator: random table histories, encoded in any format, delivered as a queue would.
+"""Source simulator (a dev tool): random table histories, encoded in any format, delivered as a queue would.
 
 Used by the property tests (tests/unit/test_simulator_model.py), the end-to-end gold checks
 (tests/spark/test_gold_vs_model.py) and ``lakecdc soak``.
@@ -43,6 +43,9 @@ re-reads a partition from an earlier offset; formats with a total order also get
 producer-retry duplicates), and interleaved across partitions. Within a partition the order is
 kept, except for formats whose seq totally orders every change: there any order is allowed,
 because the seq makes it recoverable.
+
+Longer than 400 lines on purpose: the per-format capabilities, the history generator and the delivery
+model describe one source together and change together.
 """
 from __future__ import annotations
 
@@ -59,8 +62,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from pipelines.formats import FORMAT_IDS, get_decoder
-from pipelines.formats.base import Change, DecodeContext, TableSpec
-from pipelines.model import MirrorModel, table_name
+from pipelines.formats.base import Change, DecodeContext, Decoder, TableSpec
+from pipelines.testing.model import MirrorModel, table_name
 from pipelines.values import family
 
 Row = dict[str, "str | None"]
@@ -114,7 +117,8 @@ class Capabilities:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-_DRS_AVRO_SCHEMA = str(Path(__file__).resolve().parent.parent / "conf" / "schemas" / "drs_record.avsc")
+#: The reference schema of the source checkout this dev tool runs from (read only).
+_DRS_AVRO_SCHEMA = str(Path(__file__).resolve().parents[2] / "conf" / "schemas" / "drs_record.avsc")
 
 #: One row per format id. Restrictions, with the reason:
 #: * oms_default(_extend): no TRUNCATE record type; full load ROW has no storeDataSequence.
@@ -164,8 +168,6 @@ CAPABILITIES: dict[str, Capabilities] = {
 
 def encodable_formats() -> list[str]:
     """Format ids of FORMAT_IDS whose decoder has an encoder (all of them have a capability row)."""
-    from pipelines.formats.base import Decoder
-
     return [f for f in FORMAT_IDS if f in CAPABILITIES and type(get_decoder(f)).encode is not Decoder.encode]
 
 

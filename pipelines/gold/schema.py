@@ -1,4 +1,4 @@
-"""The mirror's columns, and how they follow the source table's schema.
+"""Shape: the mirror's columns, and how they follow the source table's schema.
 
 Schema changes are read from the row images and the types messages state, not parsed from DDL
 text: several formats deliver no DDL at all (Debezium, DataWorks Kafka, Mongo), and DDL dialects
@@ -38,69 +38,28 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
+from pipelines.config import DEFAULT_SCHEMA_POLICY
+from pipelines.layout import LINEAGE_DDL, ROW_ID_COLUMN, SYSTEM_COLUMNS
+from pipelines.mirror_columns import SOURCE_TYPE_PREFIX, TEXT_SOURCE_TYPE, column_ddl, mirror_schema
+from pipelines.sql import FULL_IMAGE_SQL, export_expr, lit, q
 from pipelines.values import spark_type
-from pipelines.warehouse import TableRef, quote_ident
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from pipelines.warehouse import TableRef
 
 log = logging.getLogger(__name__)
 
-SCHEMA_POLICIES = ("fail", "quarantine", "evolve", "ignore")
-DEFAULT_SCHEMA_POLICY = "fail"
-
-LINEAGE_DDL = (
-    ("_seq", "STRING"), ("_queue_pos", "STRING"), ("_op", "STRING"), ("_event_time", "TIMESTAMP"),
-    ("_source", "STRING"), ("_format", "STRING"), ("_position", "STRING"), ("_ingest_time", "TIMESTAMP"),
-)
-LINEAGE_COLUMNS = tuple(name for name, _ in LINEAGE_DDL)
-#: The identity of a row of a table without a key (multiset): the change that inserted it.
-ROW_ID_COLUMN = "_row_id"
-SYSTEM_COLUMNS = (*LINEAGE_COLUMNS, ROW_ID_COLUMN)
-SOURCE_TYPE_PREFIX = "source type: "
-#: Source type recorded for a column the ``evolve`` policy turned into text.
-TEXT_SOURCE_TYPE = "text"
 SINCE_PROPERTY = "lakecdc.column_since"  # column → lowest sequence of an incremental change carrying it
 DROPPED_PROPERTY = "lakecdc.dropped_columns"  # column → sequence of the first image without it
 RENAMED_PROPERTY = "lakecdc.renamed_columns"  # old name → new name
 
-#: SQL over a silver change: its after-image is the whole row.
-FULL_IMAGE_SQL = "(op IN ('INSERT', 'SNAPSHOT') OR (op = 'UPDATE' AND changed IS NULL)) AND after IS NOT NULL"
-
 
 class SchemaChangeError(RuntimeError):
     """A schema change the table's policy says to stop on."""
-
-
-def q(name: str) -> str:
-    return quote_ident(name)
-
-
-def sql_str(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
-
-
-def lit(text: str) -> str:
-    return "'" + sql_str(text) + "'"
-
-
-def table_properties(spark, ref: TableRef) -> dict[str, str]:
-    rows = spark.sql(f"SHOW TBLPROPERTIES {ref.sql}").collect()
-    return {r["key"]: r["value"] for r in rows}
-
-
-def mirror_schema(spark, ref: TableRef) -> dict[str, tuple[str, str | None]]:
-    """Existing mirror columns: name → (Spark type, source type from the column comment)."""
-    if not ref.exists(spark):
-        return {}
-    out = {}
-    for f in ref.read(spark).schema.fields:
-        comment = f.metadata.get("comment", "")
-        src = comment[len(SOURCE_TYPE_PREFIX):] if comment.startswith(SOURCE_TYPE_PREFIX) else None
-        out[f.name] = (f.dataType.simpleString(), src)
-    return out
-
-
-def column_ddl(name: str, source_type: str | None) -> str:
-    return f"{q(name)} {spark_type(source_type)} COMMENT {lit(SOURCE_TYPE_PREFIX + (source_type or ''))}"
 
 
 # ---------------------------------------------------------------- what a batch says
@@ -180,6 +139,7 @@ def fits(new: str, old: str) -> bool:
 
 @dataclass
 class MirrorIdentity:
+    """Which mirror a source table goes to: its tables, and the schema policy it follows."""
     source_table: str
     mirror_name: str
     ref: TableRef
@@ -187,7 +147,7 @@ class MirrorIdentity:
     policy: str = DEFAULT_SCHEMA_POLICY
 
 
-def shape_mirror(spark, ident: MirrorIdentity, props: dict[str, str] | None, key: tuple[str, ...],
+def shape_mirror(spark: SparkSession, ident: MirrorIdentity, props: dict[str, str] | None, key: tuple[str, ...],
                  configured: dict[str, str], sightings: dict[str, ColumnSighting], shapes: list[ImageShape],
                  schemaless: bool, keyless: bool) -> MirrorShape:
     """Create the mirror (``props`` None: it does not exist yet) or follow the source's schema
@@ -195,7 +155,7 @@ def shape_mirror(spark, ident: MirrorIdentity, props: dict[str, str] | None, key
     if props is None:
         return _create(spark, ident, key, configured, sightings, keyless)
     existing = mirror_schema(spark, ident.ref)
-    evolution = _Evolution(spark, ident, props, existing, key, configured, sightings, schemaless)
+    evolution = SchemaEvolution(spark, ident, props, existing, key, configured, sightings, schemaless)
     evolution.run(shapes)
     return evolution.shape
 
@@ -207,7 +167,8 @@ def _wanted_type(column: str, configured: dict[str, str], sightings: dict[str, C
     return types[0] if types else None
 
 
-def _create(spark, ident: MirrorIdentity, key, configured, sightings, keyless: bool) -> MirrorShape:
+def _create(spark: SparkSession, ident: MirrorIdentity, key: tuple[str, ...], configured: dict[str, str],
+            sightings: dict[str, ColumnSighting], keyless: bool) -> MirrorShape:
     columns: dict[str, str | None] = {}
     for c in [*configured, *sorted(set(sightings) - set(configured))]:
         columns[c] = _wanted_type(c, configured, sightings)
@@ -230,11 +191,12 @@ def _create(spark, ident: MirrorIdentity, key, configured, sightings, keyless: b
     return MirrorShape(columns=columns, keyless=keyless)
 
 
-class _Evolution:
+class SchemaEvolution:
     """One batch's comparison of an existing mirror with what the messages carry."""
 
-    def __init__(self, spark, ident: MirrorIdentity, props: dict[str, str], existing, key, configured, sightings,
-                 schemaless: bool) -> None:
+    def __init__(self, spark: SparkSession, ident: MirrorIdentity, props: dict[str, str],
+                 existing: dict[str, tuple[str, str | None]], key: tuple[str, ...], configured: dict[str, str],
+                 sightings: dict[str, ColumnSighting], schemaless: bool) -> None:
         self.spark, self.ident, self.key = spark, ident, tuple(key)
         self.configured, self.sightings, self.schemaless = configured, sightings, schemaless
         self.spark_types = {c: t for c, (t, _src) in existing.items() if c not in SYSTEM_COLUMNS}
@@ -322,7 +284,7 @@ class _Evolution:
                 f"AND seq > {lit(self.since.get(column, ''))}")
 
     # -- the policy
-    def _decide(self, what: str, predicate: str, evolve, ignore) -> None:
+    def _decide(self, what: str, predicate: str, evolve: Callable[[], None], ignore: Callable[[], None]) -> None:
         policy = self.ident.policy
         if policy == "fail":
             raise SchemaChangeError(
@@ -400,8 +362,6 @@ class _Evolution:
     def _as_text(self, column: str) -> None:
         """Rewrite one column as canonical text (``evolve`` of an unrelated type change)."""
         from pyspark.sql import functions as F
-
-        from pipelines.gold import export_expr
 
         df = self.ident.ref.read(self.spark)
         text = F.expr(export_expr(column, self.spark_types[column])).alias(

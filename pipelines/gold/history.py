@@ -12,25 +12,40 @@ Versions are cut per sequence value: changes of one key that share a sequence (o
 one transaction) give one version, the state after the last of them, so a replay with other
 micro-batch boundaries gives the same history. A key change closes the old key's version and
 opens one for the new key. A TRUNCATE closes every current version at its sequence; changes that
-come before it in the same micro-batch leave no version (the one place batch boundaries show). History starts when it is enabled; it keeps every column it has seen,
-also after a DROP or RENAME in the mirror. Stale changes never reach it (the same filter as the
-mirror), and a retried batch is applied once (Delta ``txnAppId``/``txnVersion``).
+come before it in the same micro-batch leave no version (the one place batch boundaries show).
+History starts when it is enabled; it keeps every column it has seen, also after a DROP or RENAME
+in the mirror. Stale changes never reach it (the same filter as the mirror), and a retried batch
+is applied once (Delta ``txnAppId``/``txnVersion``).
 """
 from __future__ import annotations
 
-from pipelines.mirror_schema import (
-    SYSTEM_COLUMNS, MirrorShape, column_ddl, mirror_schema, q, widens,
+from typing import TYPE_CHECKING
+
+from pipelines.gold.batch import BatchContext, Step
+from pipelines.gold.fold import (
+    FOLD_START, VALUES, WRITTEN, changes_per_key, data_columns, fold_step, named_struct, state_structs, stored_key,
+    struct_field,
 )
-from pipelines.warehouse import TableRef
+from pipelines.gold.schema import MirrorShape, widens
+from pipelines.layout import SYSTEM_COLUMNS
+from pipelines.mirror_columns import column_ddl, mirror_schema
+from pipelines.sql import q
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.warehouse import TableRef
 
 HISTORY_DDL = (
     ("_valid_from_seq", "STRING"), ("_valid_to_seq", "STRING"), ("_valid_from", "TIMESTAMP"),
     ("_valid_to", "TIMESTAMP"), ("_current", "BOOLEAN"), ("_op", "STRING"), ("_position", "STRING"),
 )
 HISTORY_COLUMNS = tuple(n for n, _ in HISTORY_DDL)
+#: The current version's values of a key, by column name.
+HELD = "held"
 
 
-def ensure_history(spark, history: TableRef, mirror: TableRef) -> None:
+def ensure_history(spark: SparkSession, history: TableRef, mirror: TableRef) -> None:
     """Create the history table like the mirror, or give it the mirror's new and wider columns."""
     mirror_cols = {c: v for c, v in mirror_schema(spark, mirror).items() if c not in SYSTEM_COLUMNS}
     existing = mirror_schema(spark, history)
@@ -47,17 +62,16 @@ def ensure_history(spark, history: TableRef, mirror: TableRef) -> None:
             spark.sql(f"ALTER TABLE {history.sql} ALTER COLUMN {q(c)} TYPE {spark_type.upper()}")
 
 
-def merge_history(spark, rows, key: tuple[str, ...], shape: MirrorShape, history: TableRef, mirror: TableRef,
-                  txn_app_id: str, batch_id: int) -> None:
+def merge_history(ctx: BatchContext, rows: DataFrame, key: tuple[str, ...], shape: MirrorShape,
+                  history: TableRef) -> None:
     """Close the current version of every key the batch changes and add its new versions."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from pipelines.gold import FOLD_START, changes_per_key, fold_step, idempotent_dml, state_columns, stored_key
-
-    ensure_history(spark, history, mirror)
+    spark = ctx.spark
+    ensure_history(spark, history, ctx.ident.ref)
     hist_types = {c: t for c, (t, _src) in mirror_schema(spark, history).items()}
-    data_cols = [c for c in shape.columns if c not in key]
+    data_cols = data_columns(shape, key)
     # every state of every key: aggregate the fold, keeping each step's state next to its change
     step = fold_step("acc.st")
     states = changes_per_key(rows).selectExpr("k", f"""aggregate(chs,
@@ -65,10 +79,13 @@ def merge_history(spark, rows, key: tuple[str, ...], shape: MirrorShape, history
         (acc, c) -> named_struct('st', {step}, 'out', concat(acc.out, array(named_struct('st', {step}, 'c', c))))
         ) AS acc""").select("k", F.posexplode("acc.out").alias("pos", "v"))
     last_of_seq = Window.partitionBy("k", "v.c.seq")
+    values, written = state_structs("st", key, shape)
     states = (states.withColumn("last_pos", F.max("pos").over(last_of_seq)).where("pos = last_pos")
-              .selectExpr("k", "pos", "v.st AS st", "v.c AS c"))
+              .selectExpr("k", "pos", "v.st AS st", "v.c AS c")
+              .selectExpr("k", "pos", "st", "c", f"{values} AS {VALUES}", f"{written} AS {WRITTEN}"))
+    held = named_struct((c, q(c)) for c in data_cols)
     current = history.read(spark).where("_current").selectExpr(
-        f"{stored_key(key)} AS k", "_valid_from_seq AS open_from", *[f"{q(c)} AS h{i}" for i, c in enumerate(data_cols)])
+        f"{stored_key(key)} AS k", "_valid_from_seq AS open_from", f"{held} AS {HELD}")
     by_pos = Window.partitionBy("k").orderBy("pos")
     states = (states.join(current, "k", "left").where("open_from IS NULL OR c.seq > open_from")
               .withColumn("next_seq", F.lead("c.seq").over(by_pos))
@@ -78,11 +95,15 @@ def merge_history(spark, rows, key: tuple[str, ...], shape: MirrorShape, history
     def cast(sql: str, column: str) -> str:
         return f"CAST({sql} AS {hist_types[column]})"
 
+    def version_value(c: str) -> str:
+        """The column as this version holds it: written by the batch, else as the current version held it."""
+        return (f"CASE WHEN {struct_field(WRITTEN, c)} THEN {struct_field(VALUES, c)} "
+                f"ELSE {struct_field(HELD, c)} END")
+
     key_values = [f"{cast(f'k.{q(k)}', k)} AS {q(k)}" for k in key]
     versions = states.where("st.live").selectExpr(
         *key_values,
-        *[f"{cast(f'CASE WHEN {written} THEN {value} ELSE h{i} END', c)} AS {q(c)}"
-          for i, (c, (value, written)) in enumerate(zip(data_cols, state_columns('st', key, shape)))],
+        *[f"{cast(version_value(c), c)} AS {q(c)}" for c in data_cols],
         "c.seq AS _valid_from_seq", "next_seq AS _valid_to_seq", "c.event_time AS _valid_from",
         "next_time AS _valid_to", "next_seq IS NULL AS _current", "c.op AS _op", "c.bronze_position AS _position",
         "'insert' AS _action")
@@ -93,10 +114,9 @@ def merge_history(spark, rows, key: tuple[str, ...], shape: MirrorShape, history
         "CAST(NULL AS STRING) AS _position", "'close' AS _action")
     on = " AND ".join([*(f"t.{q(k)} <=> s.{q(k)}" for k in key),
                        "t._current", "s._action = 'close'", "t._valid_from_seq = s._valid_from_seq"])
-    values = {q(c): f"s.{q(c)}" for c in (*key, *data_cols, *HISTORY_COLUMNS)}
-    with idempotent_dml(spark, txn_app_id, batch_id):
+    merge_values = {q(c): f"s.{q(c)}" for c in (*key, *data_cols, *HISTORY_COLUMNS)}
+    with ctx.txn(Step.HISTORY):
         (history.delta(spark).alias("t").merge(versions.unionByName(closes).alias("s"), on)
          .whenMatchedUpdate(set={"_valid_to_seq": "s._valid_to_seq", "_valid_to": "s._valid_to", "_current": "false"})
-         .whenNotMatchedInsert(condition="s._action = 'insert'", values=values)
+         .whenNotMatchedInsert(condition="s._action = 'insert'", values=merge_values)
          .execute())
-

@@ -1,24 +1,19 @@
-"""Make Great Expectations Data Docs render without the internet.
+"""Serve Great Expectations Data Docs' CSS and JavaScript from the site itself, when we have them.
 
 GE's pages load Bootstrap, jQuery, bootstrap-table, Font Awesome and Vega from public CDNs;
 offline (a locked-down cluster, this project's CI) the pages render unstyled and the index's
-list of validations, drawn by bootstrap-table, stays empty. Every one of those assets is an npm
-package, so we fetch them once with ``npm pack`` into a cache (``build/dq-assets`` in a source
-checkout, else ``~/.cache/lakecdc/dq-assets``), copy them into the site under
-``static/vendor/`` and point the pages at the local copies. Without npm (or its registry) the
-site keeps its CDN links, which is what a connected workspace wants anyway.
+list of validations, drawn by bootstrap-table, stays empty. Every one of those assets is a file of
+an npm package. When the asset cache (:func:`cache_dir`) already holds those packages, unpacked,
+:func:`vendor_assets` copies them into the site under ``static/vendor/`` and points the pages at the
+local copies; otherwise the site keeps its CDN links, which is what a connected workspace wants.
+Filling the cache (``npm pack``) is a dev tool: :func:`pipelines.testing.dq_assets.fetch_assets`.
 """
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shutil
-import subprocess
-import tarfile
 from pathlib import Path
-
-log = logging.getLogger(__name__)
 
 #: CDN URL → (npm package@version, file inside the package, extra folder to copy along).
 ASSETS: dict[str, tuple[str, str, str | None]] = {
@@ -54,49 +49,32 @@ _LOGO_RE = re.compile(r'<img[^>]+src="https://great-expectations-web-assets[^"]*
 
 
 def cache_dir() -> Path:
-    """The npm packages' cache (``$LAKECDC_DQ_ASSETS`` overrides)."""
-    from pipelines.spark import cache_dir as build_cache
+    """The unpacked npm packages: ``$LAKECDC_DQ_ASSETS``, else ``build/dq-assets`` under the
+    current working directory."""
+    return Path(os.environ.get("LAKECDC_DQ_ASSETS") or Path.cwd() / "build" / "dq-assets")
 
-    return build_cache("dq-assets", "LAKECDC_DQ_ASSETS")
+
+def package_dir(spec: str, cache: Path | None = None) -> Path:
+    """Where the npm package ``name@version`` is (or would be) unpacked in the cache."""
+    return (cache or cache_dir()) / re.sub(r"[^A-Za-z0-9_.-]", "_", spec)
 
 
-def _package_dir(spec: str, cache: Path) -> Path | None:
-    """The unpacked npm package ``name@version`` (fetched once with ``npm pack``), or None."""
-    target = cache / re.sub(r"[^A-Za-z0-9_.-]", "_", spec)
-    if (target / "package.json").exists():
-        return target
-    npm = shutil.which("npm")
-    if npm is None:
-        return None
-    cache.mkdir(parents=True, exist_ok=True)
-    try:
-        out = subprocess.run([npm, "pack", "--silent", "--pack-destination", str(cache), spec],
-                             capture_output=True, text=True, timeout=120, check=True).stdout.strip().splitlines()
-    except (subprocess.SubprocessError, OSError) as exc:
-        log.warning("Data Docs assets: npm pack %s failed (%s); keeping CDN links", spec, exc)
-        return None
-    tgz = cache / out[-1]
-    tmp = target.with_suffix(".part")
-    shutil.rmtree(tmp, ignore_errors=True)
-    with tarfile.open(tgz) as tar:
-        tar.extractall(tmp, filter="data")
-    shutil.rmtree(target, ignore_errors=True)
-    (tmp / "package").rename(target)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tgz.unlink(missing_ok=True)
-    return target
+def is_unpacked(pkg: Path) -> bool:
+    return (pkg / "package.json").exists()
 
 
 def vendor_assets(site: str | os.PathLike) -> int:
-    """Copy the CDN assets into ``<site>/static/vendor`` and rewrite every page to use them.
+    """Copy the cached CDN assets into ``<site>/static/vendor`` and rewrite every page to use them.
 
-    Returns how many distinct URLs now point at local files."""
+    Returns how many distinct URLs now point at local files (0 with an empty cache: the site is
+    left untouched)."""
     site = Path(site)
     vendor = site / "static" / "vendor"
+    cache = cache_dir()
     local: dict[str, Path] = {}
     for url, (spec, inner, extra) in ASSETS.items():
-        pkg = _package_dir(spec, cache_dir())
-        if pkg is None or not (pkg / inner).exists():
+        pkg = package_dir(spec, cache)
+        if not is_unpacked(pkg) or not (pkg / inner).exists():
             continue
         dest = vendor / pkg.name / inner
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,77 @@
+"""One table's share of a gold micro-batch: where it goes, what it counts, and how it writes.
+
+Every write gold makes is idempotent: Delta skips a commit stamped with a ``txnAppId`` and
+``txnVersion`` the table has already committed, so a micro-batch retried after a crash is applied
+once. The stamp is ``<app id>-<step>-<mirror name>`` with the batch id as version; :class:`Step`
+names the steps. Their values are stored in every warehouse gold has written, so they never change.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Iterator
+
+from pipelines.delta_writes import append_idempotent, idempotent_dml
+from pipelines.gold.schema import MirrorIdentity
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.warehouse import TableRef, Warehouse
+
+
+class Step(StrEnum):
+    """The idempotent writes of one table in one batch (the values are part of the stored stamps)."""
+    MIRROR = "m"  # the MERGE into the mirror
+    TOMBSTONES = "d"  # the MERGE into the tombstones (deleted keys)
+    TRUNCATE = "t"  # a TRUNCATE's DELETE from the mirror
+    TRUNCATE_TOMBSTONES = "tt"  # ... and from the tombstones it supersedes
+    TRUNCATE_HISTORY = "ht"  # ... and the history versions it closes
+    HISTORY = "h"  # the MERGE into the SCD type 2 history
+    APPLIED = "a"  # the ids of the keyless changes applied
+    QUARANTINE = "q"  # changes whose values or schema changes do not fit
+    EXPECTATION_QUARANTINE = "qdq"  # changes a ``drop`` expectation rejects
+    EXPECTATION_RESULTS = "dq"  # results of the batch expectations
+    MIRROR_EXPECTATION_RESULTS = "dqm"  # results of the mirror expectations
+    CDC_CHECK_RESULTS = "dqc"  # results of the built-in per-batch CDC checks
+
+
+@dataclass
+class GoldStats:
+    """What gold did: changes applied, stale changes skipped, changes quarantined, tables touched."""
+    applied: int = 0
+    stale: int = 0
+    quarantined: int = 0
+    tables: set[str] = field(default_factory=set)
+
+    def add(self, other: GoldStats) -> None:
+        self.applied += other.applied
+        self.stale += other.stale
+        self.quarantined += other.quarantined
+        self.tables |= other.tables
+
+
+@dataclass
+class BatchContext:
+    """One table of one micro-batch: the session, the mirror, the warehouse, the stamp and the counts."""
+    spark: SparkSession
+    ident: MirrorIdentity
+    wh: Warehouse
+    app_id: str
+    batch_id: int
+    stats: GoldStats
+
+    def stamp(self, step: Step) -> str:
+        """The ``txnAppId`` of one step's write to this mirror's tables."""
+        return f"{self.app_id}-{step.value}-{self.ident.mirror_name}"
+
+    @contextmanager
+    def txn(self, step: Step) -> Iterator[None]:
+        """The MERGE, DELETE or UPDATE inside runs once per batch, however often the batch is retried."""
+        with idempotent_dml(self.spark, self.stamp(step), self.batch_id):
+            yield
+
+    def append(self, frame: DataFrame, ref: TableRef, step: Step) -> None:
+        """Append ``frame`` to ``ref`` once per batch, however often the batch is retried."""
+        append_idempotent(frame, ref, self.stamp(step), self.batch_id)

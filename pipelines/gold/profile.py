@@ -1,0 +1,86 @@
+"""The profile of a micro-batch: what it says about every table it touches, from one Spark job.
+
+Per table: how many changes, the key messages state, the formats, every column with the types
+messages state and the range of sequences that carry it, the column sets of full after-images
+(:mod:`pipelines.gold.schema` reads schema changes from them), and the last TRUNCATE. Three
+aggregations collected as one union, so a batch of many tables costs the jobs of one.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipelines.formats import get_decoder
+from pipelines.gold.order import ORD
+from pipelines.gold.schema import ColumnSighting, ImageShape
+from pipelines.sql import EMPTY_MAP, FULL_IMAGE_SQL
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: The column gold adds to a batch: the source table of each change (``db.table``).
+SOURCE_TABLE = "_source_table"
+
+
+@dataclass
+class TableProfile:
+    """What one micro-batch says about one source table."""
+    name: str
+    changes: int = 0
+    key: tuple[str, ...] = ()
+    formats: tuple[str, ...] = ()
+    columns: dict[str, ColumnSighting] = field(default_factory=dict)
+    shapes: list[ImageShape] = field(default_factory=list)
+    truncate_ord: dict[str, Any] | None = None  # the ``ord`` fields of the last TRUNCATE
+    truncate_seq: str | None = None
+    truncate_time: str | None = None  # its source commit time
+
+    @property
+    def schemaless(self) -> bool:
+        """A format whose documents may lack fields: a missing column is no DROP."""
+        return any(get_decoder(f).schemaless for f in self.formats)
+
+
+def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
+    """Every table of the batch (with ``ord`` and :data:`SOURCE_TABLE`), from one Spark job."""
+    from pyspark.sql import functions as F
+
+    seq_or_null = F.when(F.col("seq") != "", F.col("seq"))
+    carried = F.array_union(F.map_keys(F.coalesce("after", F.expr(EMPTY_MAP))),
+                            F.map_keys(F.coalesce("before", F.expr(EMPTY_MAP))))
+    columns = (batch.select(SOURCE_TABLE, "seq", "col_types", F.explode(carried).alias("c"))
+               .groupBy(SOURCE_TABLE, "c")
+               .agg(F.collect_set(F.col("col_types")[F.col("c")]).alias("types"),
+                    F.min(seq_or_null).alias("first"), F.max(seq_or_null).alias("last"))
+               .select(SOURCE_TABLE, F.lit("column").alias("fact"),
+                       F.to_json(F.struct("c", "types", "first", "last")).alias("v")))
+    shapes = (batch.where(f"{FULL_IMAGE_SQL} AND seq != ''")
+              .groupBy(SOURCE_TABLE, F.array_sort(F.map_keys("after")).alias("cols"))
+              .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
+              .select(SOURCE_TABLE, F.lit("shape").alias("fact"),
+                      F.to_json(F.struct("cols", "first", "last")).alias("v")))
+    truncate = F.col("op") == "TRUNCATE"
+    tables = (batch.groupBy(SOURCE_TABLE)
+              .agg(F.count(F.lit(1)).alias("n"),
+                   F.first(F.when(F.size("key_columns") > 0, F.col("key_columns")), ignorenulls=True).alias("key"),
+                   F.collect_set("format").alias("formats"),
+                   F.max(F.when(truncate, F.col(ORD))).alias("t_ord"),
+                   F.max(F.when(truncate, F.col("seq"))).alias("t_seq"),
+                   F.max(F.when(truncate, F.col("event_time"))).cast("string").alias("t_time"))
+              .select(SOURCE_TABLE, F.lit("table").alias("fact"),
+                      F.to_json(F.struct("n", "key", "formats", "t_ord", "t_seq", "t_time")).alias("v")))
+    profiles: dict[str, TableProfile] = {}
+    for row in columns.unionByName(shapes).unionByName(tables).collect():
+        if row[SOURCE_TABLE] is None:
+            continue
+        p = profiles.setdefault(row[SOURCE_TABLE], TableProfile(row[SOURCE_TABLE]))
+        v = json.loads(row["v"])
+        if row["fact"] == "column":
+            p.columns[v["c"]] = ColumnSighting(set(v["types"]), v.get("first"), v.get("last"))
+        elif row["fact"] == "shape":
+            p.shapes.append(ImageShape(frozenset(v["cols"]), v["first"], v["last"]))
+        else:
+            p.changes, p.key, p.formats = v["n"], tuple(v.get("key") or ()), tuple(v["formats"])
+            p.truncate_ord, p.truncate_seq, p.truncate_time = v.get("t_ord"), v.get("t_seq"), v.get("t_time")
+    return profiles

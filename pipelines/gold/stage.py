@@ -1,0 +1,191 @@
+"""The gold stage: a streaming query over silver ``changes``, each micro-batch fanned out per table.
+
+:func:`apply_table` runs the stages of :mod:`pipelines.gold` for one table (shape, check,
+truncate, apply) with the data-quality hooks around them: the table's batch expectations (Great
+Expectations row rules: ``drop`` quarantines, ``warn`` records, ``fail`` stops), the built-in CDC
+checks that need the mirror as it was before the batch, and the mirror expectations after it.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Mapping
+
+from pipelines.config import PipelineConfig, TableConfig
+from pipelines.delta_writes import quarantine_frame, run_id
+from pipelines.gold.batch import BatchContext, GoldStats, Step
+from pipelines.gold.keyed import apply_keyed
+from pipelines.gold.multiset import apply_multiset
+from pipelines.gold.order import with_order
+from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch
+from pipelines.gold.schema import MirrorIdentity, shape_mirror
+from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY, apply_truncate
+from pipelines.gold.validate import check_changes, quarantine_misfits, rename_columns
+from pipelines.mirror_columns import table_properties
+from pipelines.quality.batch import QualityFailure, check_batch, check_mirror, typed_changes
+from pipelines.quality.checks import cdc_checks, current_version, read_version
+from pipelines.quality.storage import write_results
+from pipelines.silver import ensure_silver
+from pipelines.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["GoldStats", "apply_gold_batch", "apply_table", "resolve_key", "source_table_col", "start_gold",
+           "table_config"]
+
+log = logging.getLogger(__name__)
+
+
+def table_config(cfg: PipelineConfig, source_table: str) -> TableConfig | None:
+    """The configuration of a source table (names compare case-insensitively), if any."""
+    for name, tc in cfg.tables.items():
+        if name.lower() == source_table.lower():
+            return tc
+    return None
+
+
+def resolve_key(props: dict[str, str] | None, profile: TableProfile, tc: TableConfig | None) -> tuple[str, ...]:
+    """The mirror's key is fixed when it is created: from the messages, else the configuration.
+    No key at all (and no vendor row id in the messages) means multiset semantics."""
+    if props is not None and "lakecdc.key" in props:
+        return tuple(k for k in props["lakecdc.key"].split(",") if k)
+    return profile.key or (tc.key if tc else ())
+
+
+def apply_table(spark: SparkSession, changes: DataFrame, profile: TableProfile, cfg: PipelineConfig,
+                wh: Warehouse, app_id: str, batch_id: int) -> GoldStats:
+    """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch."""
+    tc = table_config(cfg, profile.name)
+    mirror_name = tc.target if tc and tc.target else profile.name
+    ident = MirrorIdentity(profile.name, mirror_name, wh.mirror(mirror_name), wh.tombstones(mirror_name),
+                           policy=(tc.schema_changes if tc and tc.schema_changes else cfg.schema_changes))
+    ctx = BatchContext(spark, ident, wh, app_id, batch_id, GoldStats(tables={profile.name}))
+    # the mirror's properties as the batch begins (None: no mirror yet), read once for every stage
+    props = table_properties(spark, ident.ref) if ident.ref.exists(spark) else None
+    key = resolve_key(props, profile, tc)
+    shape = shape_mirror(spark, ident, props, key, dict(tc.columns) if tc else {}, profile.columns, profile.shapes,
+                         profile.schemaless, keyless=not key)
+    checked = check_changes(rename_columns(changes, shape.renames), shape, key).persist()
+    try:
+        good = quarantine_misfits(ctx, checked)
+        good = _batch_expectations(ctx, tc, good, shape.columns)
+        history = wh.history(mirror_name) if tc and tc.history and key else None
+        truncated_seq = (props or {}).get(TRUNCATED_SEQ_PROPERTY, "")
+        good = apply_truncate(ctx, good, profile, truncated_seq, history)
+        version_before = current_version(spark, ident.ref) if cfg.quality_checks and key else None
+        if shape.keyless:
+            if tc and tc.history:
+                log.warning("gold: %s has no key: no SCD type 2 history (a version needs a key)", profile.name)
+            apply_multiset(ctx, good, shape)
+        else:
+            apply_keyed(ctx, good, shape, key, history)
+        if version_before is not None:
+            _cdc_batch_checks(ctx, key, good, shape.columns, version_before)
+    finally:
+        checked.unpersist()
+    _mirror_expectations(ctx, tc, key)
+    stats = ctx.stats
+    log.info("gold: %s → %s: %d changes applied, %d stale skipped, %d quarantined (%s)", profile.name, mirror_name,
+             stats.applied, stats.stale, stats.quarantined,
+             f"key {', '.join(key)}" if key else "no key: multiset")
+    return stats
+
+
+# ---------------------------------------------------------------- the quality hooks
+
+
+def _batch_expectations(ctx: BatchContext, tc: TableConfig | None, good: DataFrame,
+                        columns: Mapping[str, str | None]) -> DataFrame:
+    """Run the table's row rules (Great Expectations) on this batch: ``drop`` quarantines exactly the
+    offending changes with the rule's name, ``warn`` records, ``fail`` stops the stream."""
+    rules = [r for r in (tc.expectations if tc else ()) if r.scope == "batch"]
+    if not rules:
+        return good
+    from pyspark.sql import functions as F
+
+    spark, mirror_name = ctx.spark, ctx.ident.mirror_name
+    results_stamp = ctx.stamp(Step.EXPECTATION_RESULTS)
+    try:
+        quality = check_batch(spark, mirror_name, typed_changes(good, columns), rules, ctx.app_id, ctx.batch_id)
+    except QualityFailure as failure:
+        write_results(spark, ctx.wh, failure.results, app_id=results_stamp, version=ctx.batch_id)
+        raise
+    write_results(spark, ctx.wh, quality.results, app_id=results_stamp, version=ctx.batch_id)
+    keep, bad = quality.split(good)
+    if bad is not None:
+        ctx.append(quarantine_frame(bad.withColumn("stage", F.lit("gold"))), ctx.wh.silver("quarantine"),
+                   Step.EXPECTATION_QUARANTINE)
+        ctx.stats.quarantined += quality.dropped_count
+        log.warning("gold: %s: %d changes quarantined by expectations", mirror_name, quality.dropped_count)
+    return keep
+
+
+def _cdc_batch_checks(ctx: BatchContext, key: tuple[str, ...], changes: DataFrame, columns: Mapping[str, str | None],
+                      version_before: int) -> None:
+    """Built-in checks that need the mirror as it was before this batch: sequences never go
+    backwards for a key, and UPDATE/DELETE before-images match the mirror's row (else: drift)."""
+    spark, ref = ctx.spark, ctx.ident.ref
+    rows = cdc_checks(spark, ctx.ident.mirror_name, ref.read(spark), list(key), changes, run_id=ctx.app_id,
+                      batch_id=ctx.batch_id, mirror_before_df=read_version(spark, ref, version_before),
+                      columns=columns, checks=("seq_not_backwards", "source_drift"))
+    write_results(spark, ctx.wh, rows, app_id=ctx.stamp(Step.CDC_CHECK_RESULTS), version=ctx.batch_id)
+
+
+def _mirror_expectations(ctx: BatchContext, tc: TableConfig | None, key: tuple[str, ...]) -> None:
+    """The table's rules on the whole mirror, after the batch."""
+    rules = [r for r in (tc.expectations if tc else ()) if r.scope == "mirror"]
+    if not rules:
+        return
+    spark = ctx.spark
+    results = check_mirror(spark, ctx.ident.mirror_name, ctx.ident.ref.read(spark), rules, ctx.app_id, ctx.batch_id,
+                           key_cols=key)
+    write_results(spark, ctx.wh, results, app_id=ctx.stamp(Step.MIRROR_EXPECTATION_RESULTS), version=ctx.batch_id)
+
+
+# ---------------------------------------------------------------- the stream
+
+
+def source_table_col() -> Column:
+    """The source table of a silver row as messages name it: ``db.table``, or ``table`` when there
+    is no db (the same name :func:`pipelines.model.table_name` gives)."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.col("db").isNotNull(), F.concat_ws(".", "db", "table")).otherwise(F.col("table"))
+
+
+def apply_gold_batch(spark: SparkSession, batch_df: DataFrame, batch_id: int, cfg: PipelineConfig, wh: Warehouse,
+                     app_id: str) -> GoldStats:
+    """Fan one micro-batch out to every table it touches."""
+    from pyspark.sql import functions as F
+
+    spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # map_concat: later image wins
+    total = GoldStats()
+    batch = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
+    try:
+        profiles = profile_batch(batch)
+        for name in sorted(profiles):
+            total.add(apply_table(spark, batch.where(F.col(SOURCE_TABLE) == name), profiles[name], cfg, wh, app_id,
+                                  batch_id))
+    finally:
+        batch.unpersist()
+    log.info("gold batch %d: %d changes applied to %d tables, %d stale, %d quarantined", batch_id, total.applied,
+             len(total.tables), total.stale, total.quarantined)
+    return total
+
+
+def start_gold(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, available_now: bool,
+               stats: GoldStats | None = None) -> StreamingQuery:
+    """Start the gold query: silver ``changes`` → :func:`apply_gold_batch`, checkpointed."""
+    ensure_silver(spark, wh)
+    checkpoint = wh.checkpoint("gold", "apply")
+    app_id = f"lakecdc-gold-{run_id(checkpoint)}"
+    stats = stats if stats is not None else GoldStats()
+
+    def each_batch(df: DataFrame, batch_id: int) -> None:
+        stats.add(apply_gold_batch(spark, df, batch_id, cfg, wh, app_id))
+
+    writer = (wh.silver("changes").read_stream(spark).writeStream.queryName("gold_apply")
+              .option("checkpointLocation", checkpoint).foreachBatch(each_batch))
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.processing_time)
+    return writer.start()

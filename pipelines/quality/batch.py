@@ -1,0 +1,246 @@
+"""Configured rules at work, per micro-batch: what gold calls for each batch of each table.
+
+Row rules run on the batch's typed changes (:func:`check_batch`) and act:
+
+``warn``  record the result, apply everything;
+``drop``  the offending changes go to quarantine with the rule name and the bad value, the rest is
+          applied (:meth:`BatchQuality.split`);
+``fail``  raise :class:`QualityFailure` naming the table, the rule and up to 5 example rows.
+
+Row rules skip DELETE/TRUNCATE changes (they carry no new value) and, for partial updates, the
+columns the change does not carry. Table rules (``unique``, ``row_count_between``) describe the
+mirror after the merge (:func:`check_mirror`); they can warn or fail, there is no single change to drop.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipelines.quality.gx_session import (
+    GXSession,
+    asset_name,
+    cached,
+    counts,
+    details,
+    expectation_for,
+    expectation_type,
+    failure_message,
+    utc_now,
+)
+from pipelines.quality.rules import Rule
+from pipelines.quality.storage import result_row
+from pipelines.sql import ROW_IMAGE_SQL, lit
+from pipelines.sql import typed as typed_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+#: Identifies one change in the typed batch frame (silver: one bronze message → changes 0..n).
+CHANGE_ID = ("bronze_position", "change_index")
+#: The changes a ``drop`` rule sends to quarantine, and why.
+DROPPED_DDL = "bronze_position STRING, change_index INT, rule STRING, bad_value STRING, reason STRING"
+
+
+class QualityFailure(RuntimeError):
+    """A ``fail`` rule (or a built-in check listed in ``fail_on``) did not hold.
+
+    ``results`` carries the dq_results rows of the whole check, so the caller can record
+    them before the stream stops.
+    """
+
+    def __init__(self, message: str, results: list[dict] | None = None) -> None:
+        super().__init__(message)
+        self.results = list(results or [])
+
+
+@dataclass
+class BatchQuality:
+    """What :func:`check_batch` found in one micro-batch of one table."""
+
+    table: str
+    results: list[dict] = field(default_factory=list)  # dq_results rows
+    dropped: Any = None  # DataFrame[DROPPED_DDL]: one row per change to quarantine, or None
+    dropped_count: int = 0
+    warnings: list[str] = field(default_factory=list)
+    validation: Any = None  # the GE ExpectationSuiteValidationResult
+
+    def split(self, changes: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+        """``changes`` (anything with bronze_position, change_index) → (to apply, to quarantine).
+
+        The quarantine frame carries ``rule``, ``bad_value`` and ``reason``; shape it with
+        :func:`pipelines.delta_writes.quarantine_frame` after adding ``stage``.
+        """
+        if self.dropped is None or not self.dropped_count:
+            return changes, None
+        keep = changes.join(self.dropped.select(*CHANGE_ID), list(CHANGE_ID), "left_anti")
+        base = changes.drop(*[c for c in ("rule", "bad_value", "reason") if c in changes.columns])
+        bad = base.join(self.dropped, list(CHANGE_ID), "inner")
+        return keep, bad
+
+
+def typed_changes(changes: DataFrame, columns: Mapping[str, str | None]) -> DataFrame:
+    """Gold's canonical changes (``before``/``after`` maps of text) → the typed frame
+    :func:`check_batch` validates: one row per change with each mirror column converted to its
+    mirror type from the image that carries the row (:data:`pipelines.sql.ROW_IMAGE_SQL`), plus
+    ``op``, ``bronze_position``, ``change_index``, ``_seq`` and ``_carried`` (the columns a
+    partial UPDATE carries; NULL for a full image)."""
+    from pyspark.sql import functions as F
+
+    sel = [F.expr(typed_column(ROW_IMAGE_SQL, c, t)).alias(c) for c, t in columns.items()]
+    sel += [F.col("op"), F.col("bronze_position"), F.col("change_index").cast("int").alias("change_index"),
+            F.col("seq").alias("_seq"),
+            F.expr("CASE WHEN op = 'UPDATE' AND changed IS NOT NULL THEN changed END").alias("_carried")]
+    return changes.select(*sel)
+
+
+def _text(value: Any) -> str | None:
+    """A failing value as quarantine's ``bad_value`` text."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return str(value)
+
+
+def check_batch(spark: SparkSession, table: str, typed: DataFrame, rules: Sequence[Rule], run_id: str,
+                batch_id: int) -> BatchQuality:
+    """Validate one micro-batch of typed changes against the row rules of ``table``.
+
+    ``typed``: one row per change with the mirror's typed columns plus ``bronze_position``,
+    ``change_index`` and ``op`` (optional ``_carried``: see :func:`typed_changes`).
+    Returns the dq_results rows and, for ``drop`` rules, the offending changes; raises
+    :class:`QualityFailure` when a ``fail`` rule does not hold (``.results`` has the rows).
+    """
+    out = BatchQuality(table=table)
+    rules = [r for r in rules if r.scope == "batch"]
+    if not rules:
+        return out
+    checked_at = utc_now()
+    cols = set(typed.columns)
+    missing = [r for r in rules if r.column not in cols]
+    runnable = [r for r in rules if r.column in cols]
+    failures: list[str] = []
+    for r in missing:
+        msg = f"column {r.column!r} is not a column of {table}"
+        out.results.append(result_row(run_id, batch_id, table, r.name, expectation_type(r), r.action, False, None,
+                                      None, json.dumps({"error": msg}), checked_at))
+        out.warnings.append(f"{table}: rule {r.name}: {msg}")
+        if r.action == "fail":
+            failures.append(f"data quality check {r.name!r} failed on table {table}: {msg}")
+    conds = []
+    if "op" in cols:
+        conds.append("op NOT IN ('DELETE', 'TRUNCATE')")
+    index_cols = [c for c in CHANGE_ID if c in cols]
+    if runnable:
+        exps = []
+        for r in runnable:
+            cond = list(conds)
+            if "_carried" in cols:
+                cond.append(f"(_carried IS NULL OR array_contains(_carried, {lit(r.column)}))")
+            exps.append(expectation_for(r, " AND ".join(cond) or None))
+        has_drop = any(r.action == "drop" for r in runnable)
+        with cached(typed) as frame:
+            res = GXSession.get().validate(table, f"{asset_name(table)}.batch", exps, frame,
+                                           result_format="COMPLETE" if has_drop else "SUMMARY",
+                                           index_columns=index_cols, run_name=f"{run_id}-b{batch_id}", table=table)
+        out.validation = res
+        by_name = {r.name: r for r in runnable}
+        dropped: dict[tuple, dict] = {}
+        for er in res.results:
+            rule = by_name[er.expectation_config.meta["rule"]]
+            el, un = counts(er)
+            ok = bool(er.success)
+            out.results.append(result_row(run_id, batch_id, table, rule.name, er.expectation_config.type,
+                                          rule.action, ok, el, un, details(er), checked_at))
+            if ok:
+                continue
+            msg = failure_message(table, rule.name, er.expectation_config.type, er)
+            if rule.action == "fail":
+                failures.append(msg)
+            elif rule.action == "warn":
+                out.warnings.append(msg)
+                log.warning("%s", msg)
+            else:
+                if er.exception_info and er.exception_info.get("raised_exception"):
+                    failures.append(msg + "\n  (a drop rule could not be evaluated; nothing was dropped)")
+                    continue
+                for item in (er.result or {}).get("unexpected_index_list") or []:
+                    ident = tuple(item.get(c) for c in CHANGE_ID)
+                    if ident in dropped:
+                        continue  # first rule in configured order names the change
+                    bad = _text(item.get(rule.column))
+                    dropped[ident] = {
+                        "bronze_position": ident[0], "change_index": ident[1], "rule": rule.name, "bad_value": bad,
+                        "reason": f"expectation {rule.name} ({rule.expectation}) failed: column {rule.column} = "
+                                  f"{'NULL' if bad is None else bad[:200]}"}
+        if dropped:
+            out.dropped = spark.createDataFrame(list(dropped.values()), DROPPED_DDL)
+            out.dropped_count = len(dropped)
+            log.warning("quality: %s batch %d: %d changes dropped to quarantine", table, batch_id, len(dropped))
+    if failures:
+        raise QualityFailure("\n".join(failures), out.results)
+    return out
+
+
+def run_checks(table: str, suite: str, df: DataFrame, checks: list[tuple[str, str, Any]], *, run_id: str,
+               batch_id: int, index_columns: Sequence[str] = (), fail_on: Iterable[str] = ()) -> list[dict]:
+    """Validate ``df`` with [(name, action, expectation)] as one GE suite; return the dq_results rows,
+    raise :class:`QualityFailure` for a failing ``fail`` check or one named in ``fail_on``."""
+    if not checks:
+        return []
+    checked_at = utc_now()
+    fail_on = set(fail_on)
+    exps = []
+    for name, action, exp in checks:
+        exp.meta = {**(exp.meta or {}), "rule": name, "action": action}
+        exps.append(exp)
+    res = GXSession.get().validate(table, f"{asset_name(table)}.{suite}", exps, df, result_format="SUMMARY",
+                                   index_columns=[c for c in index_columns if c in df.columns],
+                                   run_name=f"{run_id}-b{batch_id}", table=table)
+    rows, failures = [], []
+    for er in res.results:
+        name, action = er.expectation_config.meta["rule"], er.expectation_config.meta["action"]
+        el, un = counts(er)
+        ok = bool(er.success)
+        rows.append(result_row(run_id, batch_id, table, name, er.expectation_config.type, action, ok, el, un,
+                               details(er), checked_at))
+        if not ok:
+            msg = failure_message(table, name, er.expectation_config.type, er)
+            if action == "fail" or name in fail_on:
+                failures.append(msg)
+            else:
+                log.warning("%s", msg)
+    if failures:
+        raise QualityFailure("\n".join(failures), rows)
+    return rows
+
+
+def check_mirror(spark: SparkSession, table: str, mirror_df: DataFrame, rules: Sequence[Rule], run_id: str,
+                 batch_id: int, key_cols: Sequence[str] = ()) -> list[dict]:
+    """Table rules (``unique``, ``row_count_between``) on the mirror after the merge.
+
+    Returns dq_results rows; raises :class:`QualityFailure` for a failing ``fail`` rule."""
+    rules = [r for r in rules if r.scope == "mirror"]
+    checks = []
+    rows = []
+    for r in rules:
+        absent = [c for c in r.columns if c not in mirror_df.columns]
+        if absent:
+            msg = f"column {absent[0]!r} is not a column of {table}"
+            rows.append(result_row(run_id, batch_id, table, r.name, expectation_type(r), r.action, False, None, None,
+                                   json.dumps({"error": msg}), utc_now()))
+            if r.action == "fail":
+                raise QualityFailure(f"data quality check {r.name!r} failed on table {table}: {msg}", rows)
+            continue
+        checks.append((r.name, r.action, expectation_for(r, None)))
+    try:
+        rows += run_checks(table, "mirror", mirror_df, checks, run_id=run_id, batch_id=batch_id,
+                           index_columns=key_cols)
+    except QualityFailure as exc:
+        raise QualityFailure(str(exc), rows + exc.results) from None
+    return rows

@@ -1,0 +1,94 @@
+"""Great Expectations Data Docs (static HTML) of the validations quality ran.
+
+Data Docs need stored validation results, which the ephemeral context of
+:mod:`pipelines.quality.gx_session` does not keep; so :func:`build_data_docs` uses a separate
+*file-backed* context under ``<warehouse>/dq/gx`` only for the docs: it adds this process's
+validation results to that context's validation-results store (so history accumulates across runs)
+and builds a filesystem site whose ``base_directory`` is ``<warehouse>/dq/data_docs``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelines.quality.batch import BatchQuality
+from pipelines.quality.docs_assets import vendor_assets
+from pipelines.quality.gx_session import GXSession, asset_name, great_expectations, utc_now
+from pipelines.quality.storage import dq_dir
+
+if TYPE_CHECKING:
+    from pipelines.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+
+def _validations(results: Iterable | None) -> list[tuple[str, str, Any]]:
+    """(table, run name, GE validation result) of ``results``, or of every validation this process ran."""
+    if results is None:
+        return GXSession.recent_results()
+    items = []
+    for r in results:
+        if isinstance(r, BatchQuality):
+            if r.validation is not None:
+                items.append((r.table, r.validation.meta.get("lakecdc_run", ""), r.validation))
+        elif r is not None:
+            items.append((r.meta.get("lakecdc_table", ""), r.meta.get("lakecdc_run", ""), r))
+    return items
+
+
+def build_data_docs(results: Iterable | None = None, out_dir: str | os.PathLike | None = None, *,
+                    warehouse: Warehouse | str | None = None, project_dir: str | os.PathLike | None = None) -> str:
+    """Render Great Expectations Data Docs; returns the path of ``index.html``.
+
+    results      validation results (GE ``ExpectationSuiteValidationResult`` or :class:`BatchQuality`);
+                 default: every validation this process ran.
+    out_dir      the site's directory; default ``<warehouse>/dq/data_docs``.
+    project_dir  the file-backed GE project that keeps results between runs; default
+                 ``<out_dir>/../gx`` (``<warehouse>/dq/gx``).
+
+    GE links its CSS and JavaScript from CDNs; when the asset cache is populated
+    (:mod:`pipelines.quality.docs_assets`) the site serves local copies instead.
+    """
+    gx = great_expectations()
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
+    )
+
+    if out_dir is None:
+        if warehouse is None:
+            raise ValueError("give out_dir or warehouse")
+        out_dir = dq_dir(warehouse) / "data_docs"
+    out = Path(out_dir).resolve()
+    project = Path(project_dir).resolve() if project_dir else out.parent / "gx"
+    project.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    items = _validations(results)
+    fctx = gx.get_context(mode="file", project_root_dir=str(project))
+    site = {"class_name": "SiteBuilder", "show_how_to_buttons": False,
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(out)}}
+    sites = fctx.get_config().data_docs_sites or {}
+    if "lakecdc" not in sites:
+        fctx.add_data_docs_site(site_name="lakecdc", site_config=site)
+    elif sites["lakecdc"].get("store_backend", {}).get("base_directory") != str(out):
+        fctx.update_data_docs_site(site_name="lakecdc", site_config=site)
+    for table, run_name, res in items:
+        rid = res.meta.get("run_id")
+        if not isinstance(rid, RunIdentifier):
+            rid = RunIdentifier(run_name=run_name or "lakecdc", run_time=utc_now())
+            res.meta["run_id"] = rid
+        key = ValidationResultIdentifier(
+            expectation_suite_identifier=ExpectationSuiteIdentifier(name=res.suite_name),
+            run_id=rid,
+            batch_identifier=asset_name(table or "table"))
+        fctx.validation_results_store.set(key, res)
+    urls = fctx.build_data_docs(site_names=["lakecdc"])
+    index = out / "index.html"
+    vendored = vendor_assets(out)
+    log.info("quality: Data Docs at %s (%d assets served locally)", urls.get("lakecdc", index), vendored)
+    return str(index)

@@ -1,0 +1,183 @@
+"""The package's imports form layers: no cycle, nothing imports upward, the runtime never imports
+the dev tools, and no function-local import of the package hides a cycle.
+
+Read from the source with ``ast``, so an import inside a function counts like one at the top, and
+importing ``a.b.c`` also counts as importing the packages ``a`` and ``a.b`` (their ``__init__`` runs).
+"""
+
+from __future__ import annotations
+
+import ast
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "pipelines"
+
+#: Bottom → top. A module may import its own layer or lower ones. Patterns are fnmatch globs.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundation", ("pipelines", "pipelines.errors", "pipelines.formats", "pipelines.formats.*", "pipelines.values",
+                    "pipelines.spark_schema", "pipelines.layout", "pipelines.sql")),
+    ("storage", ("pipelines.warehouse", "pipelines.mirror_columns", "pipelines.delta_writes", "pipelines.spark")),
+    ("rules", ("pipelines.quality", "pipelines.quality.rules")),
+    ("config", ("pipelines.config",)),
+    ("stages", ("pipelines.quality.*", "pipelines.bronze", "pipelines.silver")),
+    ("gold", ("pipelines.gold", "pipelines.gold.*")),
+    ("orchestration", ("pipelines.runner", "pipelines.export")),
+    ("entry points", ("pipelines.cli",)),
+)
+#: Dev tools: they may import the runtime; only the CLI (its dev subcommands) imports them.
+DEV_TOOLS = ("pipelines.testing", "pipelines.testing.*")
+#: Modules allowed a function-local import of the package: the CLI loads a subcommand's code only
+#: when that subcommand runs (``lakecdc --help`` stays quick, and the wheel has no dev tools).
+LAZY_IMPORTERS = ("pipelines.cli",)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted((ROOT / PACKAGE).rglob("*.py"))}
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    is_package = MODULES[module].name == "__init__.py"
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: str) -> list[tuple[str, bool]]:
+    """(imported module of the package, whether the import is inside a function or class)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, nested: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue  # type hints only: never executed
+            targets: list[str] = []
+            if isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = _resolve(module, child)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in child.names]
+            for target in targets:
+                parts = target.split(".")
+                for i in range(1, len(parts) + 1):  # a.b.c runs a/__init__ and a/b/__init__ too
+                    name = ".".join(parts[:i])
+                    if name in MODULES and name not in (module, PACKAGE):
+                        found.append((name, nested))
+            visit(child, inner)
+
+    visit(tree, False)
+    return found
+
+
+def layer_of(module: str) -> int | None:
+    for rank, (_, patterns) in enumerate(LAYERS):  # the first (most specific) match
+        if any(fnmatch(module, p) for p in patterns):
+            return rank
+    return None
+
+
+def is_dev(module: str) -> bool:
+    return any(fnmatch(module, p) for p in DEV_TOOLS)
+
+
+GRAPH = {m: sorted({t for t, _ in imports_of(m)}) for m in MODULES}
+
+
+def test_every_runtime_module_has_a_layer():
+    assert [m for m in MODULES if not is_dev(m) and layer_of(m) is None] == []
+
+
+def test_nothing_imports_upward():
+    upward = []
+    for module, targets in GRAPH.items():
+        if is_dev(module):
+            continue
+        for target in targets:
+            if is_dev(target):
+                continue  # checked below
+            if layer_of(target) > layer_of(module):
+                upward.append(f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})")
+    assert upward == []
+
+
+def test_runtime_never_imports_dev_tools():
+    offenders = [f"{m} imports {t}" for m, ts in GRAPH.items() for t in ts
+                 if is_dev(t) and not is_dev(m) and m not in LAZY_IMPORTERS]
+    assert offenders == []
+
+
+def test_no_function_local_import_of_the_package():
+    hidden = [f"{m} imports {t} inside a function" for m in MODULES if m not in LAZY_IMPORTERS
+              for t, nested in imports_of(m) if nested]
+    assert hidden == []
+
+
+def test_no_import_cycle():
+    """Tarjan's strongly connected components over the whole package, dev tools included."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH.get(v, ()):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in GRAPH:
+        if module not in index:
+            connect(module)
+    assert cycles == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_module_size_or_a_stated_reason(module):
+    """About 400 lines at most, unless the module's docstring says why it is longer."""
+    path = MODULES[module]
+    lines = path.read_text(encoding="utf-8").count("\n")
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    assert lines <= 420 or "longer than" in doc.lower(), f"{module}: {lines} lines and no stated reason"
+
+
+def test_the_checker_sees_a_hidden_cycle(tmp_path, monkeypatch):
+    """The cycle finder and the function-local rule catch what they claim to (a cycle through a lazy import)."""
+    GRAPH_BACKUP = dict(GRAPH)
+    try:
+        GRAPH["pipelines.sql"] = [*GRAPH["pipelines.sql"], "pipelines.gold.stage"]
+        with pytest.raises(AssertionError):
+            test_no_import_cycle()
+        with pytest.raises(AssertionError):
+            test_nothing_imports_upward()
+    finally:
+        GRAPH.clear()
+        GRAPH.update(GRAPH_BACKUP)
