@@ -1,4 +1,8 @@
-"""The ``lakecdc`` command line. Results go to stdout; progress and logs go to stderr."""
+"""The ``lakecdc`` command line. Results go to stdout; progress and logs go to stderr.
+
+The module is longer than 400 lines because it holds every subcommand's arguments and its thin handler in one
+place, the one layer that may import everything below it.
+"""
 from __future__ import annotations
 
 import argparse
@@ -53,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lakecdc",
-        description="CDC messages (OMS, DataWorks, DTS, DRS formats) into Delta mirror tables: bronze → silver → gold.",
+        description="CDC messages (OMS, DataWorks, DTS, DRS formats) into Delta mirror tables: bronze → silver → "
+                    "gold.",
     )
     p.add_argument("--version", action="version", version=f"lakecdc {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log what each stage does (stderr)")
@@ -66,17 +71,24 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--changes", type=int, default=400, help="row changes to generate (default 400)")
     d.add_argument("--seed", type=int, default=7, help="random seed of the traffic (default 7)")
     d.add_argument("--kafka", action="store_true", help="go through a local Kafka broker instead of landing files")
+    _master_option(d)
     d.set_defaults(func=cmd_demo)
 
     r = sub.add_parser("run", help="run pipeline stages from a YAML configuration")
     r.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
     r.add_argument("--stage", choices=["bronze", "silver", "gold", "all"], default="all")
     r.add_argument("--once", action="store_true", help="run until caught up, then stop (availableNow)")
+    for name, what in (("catalog", "Unity Catalog catalog (with --schema)"), ("schema", "schema of the tables"),
+                       ("checkpoints", "checkpoint location (a volume path on Databricks)")):
+        r.add_argument(f"--{name}", help=f"{what}, over the configuration's; each Databricks bundle target "
+                                        "passes its own")
+    _master_option(r)
     r.set_defaults(func=cmd_run)
 
     rb = sub.add_parser("rebuild", help="drop silver and gold (tables and checkpoints) and rebuild them from bronze")
     rb.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
     rb.add_argument("--yes", action="store_true", help="really drop; without it, only list what would be dropped")
+    _master_option(rb)
     rb.set_defaults(func=cmd_rebuild)
 
     dec = sub.add_parser("decode", help="decode messages (one per line) to canonical changes as JSON lines")
@@ -92,12 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--input", required=True, help="file of messages, one per line")
     rp.add_argument("--warehouse", required=True, help="warehouse directory (created if missing)")
     _table_options(rp)
+    _master_option(rp)
     rp.set_defaults(func=cmd_replay)
 
     e = sub.add_parser("export", help="print mirrors as one JSON object of canonical rows sorted by primary key")
     e.add_argument("--warehouse", required=True)
     e.add_argument("--table", help="only this mirror (db.table)")
     e.add_argument("--with-system-columns", action="store_true", help="include lineage columns (_seq, _op, ...)")
+    _master_option(e)
     e.set_defaults(func=cmd_export)
 
     k = sub.add_parser("kafka", help="a local Apache Kafka broker (KRaft, 127.0.0.1) for development (dev tool)")
@@ -136,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _master_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master, e.g. spark://host:7077 (default: spark-submit's, else $SPARK_MASTER, else "
+                        "spark.master in spark-defaults.conf, else the embedded local[2])")
+
+
 def _table_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", help="pipeline YAML for table keys and column types (same file as `run`)")
     p.add_argument("--table", help="db.table for formats whose messages name none (oms_debezium_smt)")
@@ -150,9 +170,9 @@ def cmd_run(args) -> int:
     from pipelines.config import STAGES, load_config
     from pipelines.spark import get_spark
 
-    cfg = load_config(args.conf)
+    cfg = _with_locations(load_config(args.conf), args)
     stages = STAGES if args.stage == "all" else (args.stage,)
-    spark = get_spark("lakecdc-run")
+    spark = get_spark("lakecdc-run", master=args.master)
     available_now = args.once or cfg.trigger == "available_now"
     from pipelines.runner import run_pipeline
 
@@ -162,6 +182,20 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _with_locations(cfg, args):
+    """``cfg`` with ``--catalog``/``--schema``/``--checkpoints`` over its own: one file serves every target
+    of the Databricks bundle, and each target's tables and checkpoints stay its own."""
+    from dataclasses import replace
+
+    from pipelines.config import ConfigError
+
+    given = {name: value for name in ("catalog", "schema", "checkpoints") if (value := getattr(args, name))}
+    cfg = replace(cfg, **given)
+    if bool(cfg.catalog) != bool(cfg.schema):
+        raise ConfigError(f"{cfg.origin}: catalog and schema go together (--catalog, --schema)")
+    return cfg
+
+
 def cmd_rebuild(args) -> int:
     from pipelines.config import load_config
     from pipelines.runner import rebuild
@@ -169,7 +203,7 @@ def cmd_rebuild(args) -> int:
     from pipelines.warehouse import Warehouse
 
     cfg = load_config(args.conf)
-    spark = get_spark("lakecdc-rebuild")
+    spark = get_spark("lakecdc-rebuild", master=args.master)
     if not args.yes:
         for item in Warehouse.from_config(cfg).derived(spark):
             print(f"would drop {item}")
@@ -268,7 +302,7 @@ def cmd_replay(args) -> int:
     from dataclasses import replace
 
     cfg = replace(_context_config(args, args.format, str(landing)), warehouse=str(warehouse))
-    spark = get_spark("lakecdc-replay")
+    spark = get_spark("lakecdc-replay", master=args.master)
     summary = run_pipeline(spark, cfg, available_now=True, progress=_progress)
     counts = reconcile(spark, Warehouse.from_config(cfg))
     print(f"replayed {src}: {counts['bronze_messages']} messages in bronze; {counts['changes']} with row changes, "
@@ -286,7 +320,7 @@ def cmd_export(args) -> int:
     wh = Warehouse(args.warehouse)
     if not Path(wh.root).is_dir():
         raise FileNotFoundError(f"--warehouse {args.warehouse}: no such directory")
-    spark = get_spark("lakecdc-export")
+    spark = get_spark("lakecdc-export", master=args.master)
     result = export_warehouse(spark, wh, args.table, args.with_system_columns)
     print(json.dumps(result, ensure_ascii=False, indent=None))
     return 0
@@ -317,10 +351,12 @@ def cmd_formats(args) -> int:
 def cmd_demo(args) -> int:
     if not _dev_tools_present("demo"):
         return 2
-    from pipelines.spark import build_dir
+    from pipelines.spark import build_dir, get_spark
     from pipelines.testing.demo import run_demo
 
     workdir = Path(args.dir) if args.dir else build_dir() / "lakecdc-demo"
+    if args.master:
+        get_spark("lakecdc-demo", master=args.master)  # run_demo goes on with this active session
     return run_demo(workdir, changes=args.changes, seed=args.seed, progress=_progress, kafka=args.kafka)
 
 
@@ -401,5 +437,14 @@ def cmd_kafka(args) -> int:
     return 0
 
 
+def console_main(argv: list[str] | None = None) -> None:
+    """The ``lakecdc`` console script and the Databricks wheel task's entry point: a failure raises
+    SystemExit with the non-zero status (a wheel task ignores a returned value, so a failed stage
+    would otherwise show as a successful run); success returns normally."""
+    code = main(argv)
+    if code:
+        sys.exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    console_main()

@@ -21,6 +21,7 @@ See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
         target: shop.orders         # mirror name (default: the same)
         schema_changes: fail        # DROP/RENAME/narrowing: fail | quarantine | evolve | ignore
         history: false              # true: also keep an SCD type 2 history (valid from/to)
+        invalid_values: null        # a zero date or other value the source holds as invalid: "null" | quarantine
         expectations:               # Great Expectations rules: warn | drop | fail
           - {name: amount_positive, expect: between, column: amount, min: 0, action: drop}
 
@@ -55,6 +56,13 @@ __all__ = ["ConfigError"]  # defined in pipelines.errors (quality's rule parser 
 #: What gold does with a DROP, RENAME, narrowing or retype (``schema_changes``; see pipelines.gold.schema).
 SCHEMA_POLICIES = ("fail", "quarantine", "evolve", "ignore")
 DEFAULT_SCHEMA_POLICY = "fail"
+#: What gold does with a value the source itself holds as invalid (``invalid_values``): MySQL's zero
+#: dates ``0000-00-00 00:00:00``, which OMS passes on as they are, and dates OMS passes as their
+#: original text (seeds 000, 001). ``null``: the row applies with that column NULL and the built-in
+#: check ``cdc_invalid_value`` records table, key, column and raw text. ``quarantine``: the change
+#: goes to quarantine.
+INVALID_VALUE_POLICIES = ("null", "quarantine")
+DEFAULT_INVALID_VALUE_POLICY = "null"
 
 
 STAGES = ("bronze", "silver", "gold")
@@ -105,7 +113,8 @@ class TableConfig:
     target: str | None = None
     expectations: tuple = ()  # pipelines.quality.Rule, validated at load
     schema_changes: str | None = None  # DROP/RENAME/narrowing policy; None: the top-level one
-    history: bool = False  # keep an SCD type 2 history next to the mirror (pipelines.history)
+    history: bool = False  # keep an SCD type 2 history next to the mirror (pipelines.gold.history)
+    invalid_values: str | None = None  # null | quarantine; None: the top-level one
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,8 @@ class PipelineConfig:
     default_table: str | None = None  # for formats whose messages name no table (DebeziumSmt)
     format_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     quality_checks: bool = True  # built-in CDC checks + Data Docs after each gold run
-    schema_changes: str = DEFAULT_SCHEMA_POLICY  # see pipelines.mirror_schema
+    schema_changes: str = DEFAULT_SCHEMA_POLICY  # see pipelines.gold.schema
+    invalid_values: str = DEFAULT_INVALID_VALUE_POLICY  # see INVALID_VALUE_POLICIES
     origin: str = "<config>"
 
     def decode_context(self, format_id: str | None = None) -> DecodeContext:
@@ -209,7 +219,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     root = v.mapping(data, "")
     v.only(root, "", {
         "warehouse", "catalog", "schema", "checkpoints", "trigger", "processing_time", "limits",
-        "sources", "tables", "default_table", "format_options", "quality_checks", "schema_changes",
+        "sources", "tables", "default_table", "format_options", "quality_checks", "schema_changes", "invalid_values",
     })
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits_raw, "limits", set(_LIMITS))
@@ -257,6 +267,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         format_options=format_options,
         quality_checks=v.boolean(root.get("quality_checks", True), "quality_checks", True),
         schema_changes=v.schema_policy(root.get("schema_changes", DEFAULT_SCHEMA_POLICY), "schema_changes"),
+        invalid_values=v.invalid_value_policy(root.get("invalid_values", DEFAULT_INVALID_VALUE_POLICY), "invalid_values"),
         origin=origin,
     )
     _warn_literal_secrets(root, origin)
@@ -321,6 +332,15 @@ class _Validator:
             self.fail(where, f"must be one of {', '.join(SCHEMA_POLICIES)} (what DROP COLUMN, RENAME and "
                              f"narrowing do to the mirror), got {value!r:.80}")
             return DEFAULT_SCHEMA_POLICY
+        return value
+
+    def invalid_value_policy(self, value: Any, where: str) -> str:
+        if value is None:  # YAML reads an unquoted `null` as nothing: the user means the policy
+            return "null"
+        if value not in INVALID_VALUE_POLICIES:
+            self.fail(where, f"must be one of {', '.join(INVALID_VALUE_POLICIES)} (what a zero date or another "
+                             f"value the source holds as invalid becomes), got {value!r:.80}")
+            return DEFAULT_INVALID_VALUE_POLICY
         return value
 
     def positive_int(self, value: Any, where: str, default: int = 1) -> int:
@@ -416,7 +436,7 @@ class _Validator:
 
     def table(self, name: str, raw: Any, where: str) -> TableConfig:
         t = self.mapping(raw or {}, where)
-        self.only(t, where, {"key", "columns", "target", "expectations", "schema_changes", "history"})
+        self.only(t, where, {"key", "columns", "target", "expectations", "schema_changes", "history", "invalid_values"})
         if "." not in name:
             self.fail(where, "table names are <db>.<table> as the messages name them")
         key = t.get("key") or []
@@ -436,8 +456,10 @@ class _Validator:
         rules = self.rule(parse_expectations, t.get("expectations"), f"{self.origin}: {where}.expectations")
         policy = self.schema_policy(t["schema_changes"], f"{where}.schema_changes") if "schema_changes" in t else None
         target = self.text(t.get("target"), f"{where}.target", None)
+        invalid = (self.invalid_value_policy(t["invalid_values"], f"{where}.invalid_values")
+                   if "invalid_values" in t else None)
         return TableConfig(name=name, key=key, columns=columns, target=target, expectations=tuple(rules or ()),
-                           schema_changes=policy,
+                           schema_changes=policy, invalid_values=invalid,
                            history=self.boolean(t.get("history", False), f"{where}.history"))
 
 

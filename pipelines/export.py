@@ -22,7 +22,10 @@ def mirror_refs(spark, wh: Warehouse) -> dict[str, TableRef]:
     for path in wh.mirror_paths():
         ref = TableRef(path=path)
         props = table_properties(spark, ref)
-        out[props.get("lakecdc.mirror_name") or props.get("lakecdc.source_table") or path] = ref
+        name = props.get("lakecdc.mirror_name") or props.get("lakecdc.source_table") or path
+        if name in out:  # two source tables whose names read alike (a.b + c, a + b.c): the path tells them apart
+            name = f"{name} ({path.rsplit('/', 1)[-1]})"
+        out[name] = ref
     return out
 
 

@@ -30,6 +30,7 @@ DECODED_FIELDS: tuple[tuple[str, str], ...] = (
     ("txn", "STRING"),
     ("ddl", "STRING"),
     ("detail", "STRING"),
+    ("invalid", "MAP<STRING, STRING>"),
     ("reason", "STRING"),
     ("raw_excerpt", "BINARY"),
     ("bronze_position", "STRING"),
@@ -39,7 +40,7 @@ DECODED_FIELDS: tuple[tuple[str, str], ...] = (
 #: or from silver itself).
 CHANGE_FIELDS = (
     "op", "db", "table", "schema", "key_columns", "before", "after", "changed", "col_types", "seq",
-    "event_time", "txn", "ddl", "detail",
+    "event_time", "txn", "ddl", "detail", "invalid",
 )
 #: Bronze columns silver reads.
 BRONZE_COLUMNS = ("source", "format", "value", "position", "queue_pos", "ingest_time")
@@ -55,8 +56,8 @@ _TYPES = dict(DECODED_FIELDS)
 
 CHANGES_COLUMNS = (
     "source", "format", "db", "schema", "table", "op", "key_columns", "before", "after", "changed",
-    "col_types", "seq", "queue_pos", "change_index", "event_time", "txn", "detail", "bronze_position",
-    "ingest_time",
+    "col_types", "seq", "queue_pos", "change_index", "event_time", "txn", "detail", "invalid",
+    "bronze_position", "ingest_time",
 )
 HEARTBEAT_COLUMNS = (
     "source", "format", "db", "schema", "table", "op", "detail", "seq", "queue_pos", "event_time", "txn",

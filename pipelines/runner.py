@@ -14,6 +14,7 @@ from typing import Callable
 from pipelines.bronze import start_bronze
 from pipelines.config import STAGES, PipelineConfig
 from pipelines.export import mirror_refs
+from pipelines.gold.schema import SOURCE_IDENTITY_PROPERTY
 from pipelines.gold.stage import GoldStats, source_table_col, start_gold
 from pipelines.mirror_columns import table_properties
 from pipelines.quality.checks import cdc_checks
@@ -93,6 +94,8 @@ def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummar
     freshness per source, and (while a mirror holds only full-load rows) reconciliation of its row
     count and checksum with the full load. Gold checks sequences and drift on every batch. All are
     recorded in ``dq_results`` and rendered as Great Expectations Data Docs."""
+    from pyspark.sql import functions as F
+
     run_id = f"run-{uuid.uuid4().hex[:12]}"
     heartbeats = wh.silver("heartbeats").read(spark)
     thresholds = {s.name: s.freshness for s in cfg.sources}
@@ -106,8 +109,10 @@ def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummar
         snapshot = None
         if mirror.where("_op != 'SNAPSHOT'").limit(1).count() == 0:
             # the mirror holds only full-load rows: reconcile it with what the full load delivered
-            source_table = props.get("lakecdc.source_table", name)
-            snapshot = changes.where("op = 'SNAPSHOT'").where(source_table_col() == source_table)
+            identity = props.get(SOURCE_IDENTITY_PROPERTY)
+            holds = (source_table_col() == identity) if identity else \
+                (F.concat_ws(".", "db", "table") == props.get("lakecdc.source_table", name))  # written before identities
+            snapshot = changes.where("op = 'SNAPSHOT'").where(holds)
             if snapshot.limit(1).count():
                 checks.append("reconcile")
             else:

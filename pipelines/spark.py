@@ -1,11 +1,24 @@
 """The one place a SparkSession is made, for jobs, the CLI and tests alike.
 
-On Databricks (or any cluster where a session already exists) it returns the active
-session untouched. Locally it builds ``local[2]`` with Delta Lake and the Kafka source.
-Their jars come from Maven Central: the first start resolves them once, in a child
-``spark-submit`` whose chatty Ivy output goes to a log file (one progress line on the
-console), into an Ivy cache under the build dir, and records the resolved jar list; later
-starts put those jars on the classpath directly and resolve nothing.
+Where it runs decides what it sets:
+
+* **Databricks**, or any process that already has a session or SparkContext: that session, untouched.
+* **Launched by spark-submit** (``spark-submit jobs/run_stage.py``): the master, jars and settings
+  spark-submit was given win; only what the pipeline needs and the launch left unset is added. The
+  driver must already have Delta's jar (``--packages`` or ``--jars``, see :func:`submit_jars`).
+* **A master from outside**: ``get_spark(master=...)`` (``lakecdc run --master URL``), else
+  ``$SPARK_MASTER``, else ``spark.master`` in Spark's own ``spark-defaults.conf``. The cached Delta
+  and Kafka jars go into ``spark.jars``, so a cluster's executors fetch them from the driver.
+* **Nothing given**: the embedded ``local[2]`` session sized for 2 cores (2 shuffle partitions,
+  loopback only, no UI).
+
+Settings in ``spark-defaults.conf`` (``$SPARK_CONF_DIR``, else the installed Spark's ``conf/``) or
+given to spark-submit are never overridden; ``extra_conf`` is applied last.
+
+Delta's and Kafka's jars come from Maven Central: the first start resolves them once, in a child
+``spark-submit`` whose chatty Ivy output goes to a log file (one progress line on the console), into
+an Ivy cache under the build dir, and records the resolved jar list; later starts put those jars on
+the classpath directly and resolve nothing.
 
 Build and cache dirs never depend on where the package is installed (an installed wheel
 would write into site-packages): ``$LAKECDC_BUILD_DIR``, else ``./build`` under the current
@@ -16,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -175,46 +189,150 @@ def _resolve(ivy: Path, packages: list[str], excludes: list[str]) -> list[str]:
     return [unquote(urlparse(uri).path) if uri.startswith("file:") else uri for uri in uris]
 
 
+def cached_jars() -> list[str]:
+    """Local paths of Delta's and Kafka's jars with their dependencies (resolved into the Ivy cache on
+    first use), the token-provider jar included: what ``spark.jars`` or ``spark-submit --jars`` takes."""
+    ivy = ivy_dir()
+    return resolved_jars(ivy) + [str(_token_provider_jar(ivy))]
+
+
+def submit_jars() -> str:
+    """The cached jars as ``spark-submit --jars`` takes them (comma-separated);
+    ``python -m pipelines.spark jars`` prints it."""
+    return ",".join(cached_jars())
+
+
+#: Delta's classes, which the driver must be able to load.
+_DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+#: What the pipeline needs wherever it runs: Delta as the catalog, UTC, last-wins map keys.
+_PIPELINE_CONF = {
+    "spark.sql.extensions": _DELTA_EXTENSION,
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+    "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    "spark.databricks.delta.autoCompact.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+#: The embedded session only: one machine, 2 cores, loopback, no UI.
+_LOCAL_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
+}
+
+
 def get_spark(app_name: str = "lakecdc", *, master: str | None = None,
               extra_conf: dict[str, str] | None = None) -> SparkSession:
-    """The active session if there is one (Databricks), else a local one sized for 2 cores."""
+    """The session to run on: the existing one (Databricks), else one built on the master and settings
+    given from outside (module docstring), else the embedded ``local[2]`` one."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if SparkContext._active_spark_context is not None or os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return SparkSession.builder.getOrCreate()  # the runtime's session, as its cluster configured it
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # only loopback, never the LAN
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's pyarrow
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # the JVM started this Python: spark-submit
+    outside = _submitted_conf() if submitted else _defaults_file_conf()
+    if master is None and not submitted:
+        master = os.environ.get("SPARK_MASTER") or os.environ.get("LAKECDC_SPARK_MASTER") \
+            or outside.get("spark.master") or "local[2]"
+    if master is not None:
+        outside.pop("spark.master", None)  # an explicit master wins over the defaults file
+    local = (master or outside.get("spark.master", "local")).startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # only loopback, never the LAN
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's pyarrow
 
-    ivy = ivy_dir()
-    jars = resolved_jars(ivy) + [str(_token_provider_jar(ivy))]
-    tmp = build_dir() / "spark-tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("LAKECDC_SPARK_MASTER", "local[2]"))
-        .config("spark.jars", ",".join(jars))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-        .config("spark.driver.memory", os.environ.get("LAKECDC_DRIVER_MEMORY", "3g"))
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        .config("spark.databricks.delta.autoCompact.enabled", "false")
-        .config("spark.sql.adaptive.coalescePartitions.initialPartitionNum", "2")
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp}")
-        .config("spark.local.dir", str(tmp))
-    )
-    for key, value in (extra_conf or {}).items():
+    conf = {**_PIPELINE_CONF, **(_LOCAL_CONF if local else {})}
+    if submitted:
+        _require_delta_on_driver()
+    else:
+        conf.update(_launch_conf(local), **{"spark.app.name": app_name})
+    conf = {key: value for key, value in conf.items() if key not in outside}
+    if not submitted:
+        jars = _with_cached_jars(outside.get("spark.jars"), outside.get("spark.jars.packages"))
+        if jars:
+            conf["spark.jars"] = jars
+    conf.update(extra_conf or {})
+
+    builder = SparkSession.builder
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKECDC_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def _launch_conf(local: bool) -> dict[str, str]:
+    """Settings that only take effect when this process starts the driver's JVM."""
+    tmp = build_dir() / "spark-tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    conf = {"spark.driver.extraJavaOptions": f"-Dderby.system.home={tmp}"}
+    if local:  # a cluster manager sets the executors' scratch dirs itself
+        conf["spark.local.dir"] = str(tmp)
+    memory = os.environ.get("LAKECDC_DRIVER_MEMORY") or ("3g" if local else None)
+    if memory:
+        conf["spark.driver.memory"] = memory
+    return conf
+
+
+def _with_cached_jars(jars: str | None, packages: str | None) -> str | None:
+    """``spark.jars`` with the cached Delta and Kafka jars added, unless the settings from outside
+    already bring Delta (its jar in ``spark.jars``, or its package in ``spark.jars.packages``)."""
+    if "delta" in f"{jars or ''},{packages or ''}".lower():
+        return None
+    return ",".join([*(jar for jar in (jars or "").split(",") if jar), *cached_jars()])
+
+
+def _submitted_conf() -> dict[str, str]:
+    """What spark-submit gave the JVM that started this Python (command line, spark-defaults.conf)."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return dict(SparkConf().getAll())
+
+
+def _require_delta_on_driver() -> None:
+    """Under spark-submit the driver's classpath is fixed before Python runs: without Delta's jar
+    the session would start and fail later, on the first table, with a ClassNotFoundException."""
+    from pyspark import SparkContext
+
+    if not SparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(_DELTA_EXTENSION):
+        raise RuntimeError(
+            "Delta Lake's jar is not on the driver's classpath: run spark-submit with "
+            f"--packages {delta_package()},{kafka_package()} (from Maven Central) or with "
+            '--jars "$(python -m pipelines.spark jars)" (the jars a local run cached)')
+
+
+def _defaults_file_conf() -> dict[str, str]:
+    """Spark's ``spark-defaults.conf`` (``$SPARK_CONF_DIR``, else the installed Spark's ``conf/``):
+    ``key value`` lines as java.util.Properties reads them (``=`` or ``:`` also separate; ``#`` and
+    ``!`` start comments)."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    folder = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
+    path = Path(folder, "spark-defaults.conf")
+    if not path.is_file():
+        return {}
+    conf = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            pair = re.match(r"(\S+?)(?:\s*[=:]\s*|\s+)(.*)$", line)
+            conf[pair.group(1) if pair else line] = pair.group(2).strip() if pair else ""
+    return conf
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["jars"]:
+        sys.exit("usage: python -m pipelines.spark jars   (the cached Delta and Kafka jars, for spark-submit --jars)")
+    print(submit_jars())

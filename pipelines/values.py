@@ -38,7 +38,8 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from pipelines.formats.base import MAX_TYPE_CHARS, Reject
+from pipelines.errors import InvalidValue, Reject
+from pipelines.formats.base import MAX_TYPE_CHARS
 
 EPOCH_DATE = date(1970, 1, 1)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -391,7 +392,9 @@ def parse_datetime_text(text: str) -> tuple[datetime, str, str | None]:
     try:
         dt = datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0))
     except ValueError:
-        raise Reject(f"invalid date-time: {text[:60]!r}") from None
+        # the shape of a date-time with a day that does not exist (0000-00-00, 2021-02-30): what
+        # MySQL stores as a zero date and OMS passes on as the original text
+        raise InvalidValue(text, f"invalid date-time: {text[:60]!r}") from None
     return dt, frac or "", zone
 
 

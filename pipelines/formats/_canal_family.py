@@ -31,8 +31,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, ClassVar, Mapping
 
+from pipelines.errors import InvalidValue
 from pipelines.formats.base import (
-    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, seq_int,
+    Change, DecodeContext, Image, JsonDecoder, Num, Reject, canon_image, dumps_exact, optional, seq_int,
 )
 from pipelines.values import (
     INT64_MAX, INT64_MIN, canon_base64, canon_instant, canonical, family, instant_from_epoch,
@@ -92,13 +93,15 @@ class RowCodec:
                   overrides: dict[str, str]) -> dict[str, str | None]:
         if not isinstance(row, dict):
             raise Reject(f"each element of '{what}' should be an object of column values")
-        return {str(col): self.canon_value(str(col), types.get(col), val, ctx, overrides)
-                for col, val in row.items()}
+        return canon_image(((str(col), val) for col, val in row.items()),
+                           lambda col, val: self.canon_value(col, types.get(col), val, ctx, overrides))
 
     def canon_value(self, col: str, source_type: str | None, value: Any, ctx: DecodeContext,
                     overrides: dict[str, str]) -> str | None:
         try:
             return self._canon(col, source_type, value, ctx, overrides)
+        except InvalidValue:
+            raise
         except Reject as exc:
             raise Reject(f"column '{col}' ({source_type or 'untyped'}): {exc}") from None
 
@@ -195,12 +198,15 @@ def epoch_ms(instant: str) -> int:
     return ms + int(frac[:3])
 
 
-def overlay_before(after: dict[str, str | None], old: dict[str, str | None], what: str) -> dict[str, str | None]:
+def overlay_before(after: dict[str, str | None], old: dict[str, str | None], what: str) -> Image:
     """Canal/Maxwell ``old`` holds only changed columns: before = after overlaid with old."""
     extra = [c for c in old if c not in after]
     if extra:
         raise Reject(f"'{what}' names column '{extra[0]}' which is not in the new row")
-    return {**after, **old}
+    before = Image({**after, **old})
+    before.invalid = {c: raw for c, raw in getattr(after, "invalid", {}).items() if c not in old}
+    before.invalid.update(getattr(old, "invalid", {}))
+    return before
 
 
 def check_key(key: tuple[str, ...], image: dict[str, str | None] | None, source: str) -> None:

@@ -25,7 +25,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from pipelines.formats.base import Num, Reject, dumps_exact
+from pipelines.errors import InvalidValue
+from pipelines.formats.base import Image, Num, Reject, canon_image, dumps_exact
 from pipelines.values import (
     canon_base64, canon_date, canon_instant, canonical, family, instant_from_epoch,
     parse_datetime_text,
@@ -46,18 +47,20 @@ def to_canonical(column: str, source_type: str | None, value: Any, *, oracle: bo
     """One column value → canonical text; a value that does not fit its type → Reject naming the column."""
     try:
         return _convert(source_type, value, oracle)
+    except InvalidValue:
+        raise
     except Reject as exc:
         raise Reject(f"column '{column}' ({source_type or 'untyped'}): {exc}") from None
 
 
 def convert_image(image: Any, col_types: dict[str, str] | None, what: str, *, oracle: bool = False,
-                  skip: tuple[str, ...] = ()) -> dict[str, str | None]:
+                  skip: tuple[str, ...] = ()) -> Image:
     """A JSON object of column → value as a canonical image (``skip`` names are dropped)."""
     if not isinstance(image, dict):
         raise Reject(f"'{what}' should be an object of column values")
     types = col_types or {}
-    return {col: to_canonical(col, types.get(col), val, oracle=oracle)
-            for col, val in image.items() if col not in skip}
+    return canon_image(((col, val) for col, val in image.items() if col not in skip),
+                       lambda col, val: to_canonical(col, types.get(col), val, oracle=oracle))
 
 
 def _convert(source_type: str | None, value: Any, oracle: bool) -> str | None:

@@ -16,7 +16,9 @@ import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping
+
+from pipelines.errors import InvalidValue, Reject
 
 #: Row-change operations that go to the ``changes`` table.
 ROW_OPS = ("INSERT", "UPDATE", "DELETE", "SNAPSHOT", "TRUNCATE")
@@ -42,8 +44,26 @@ MAX_SEQ_DIGITS = 20
 MAX_TYPE_CHARS = 1024
 
 
-class Reject(ValueError):
-    """The message cannot be decoded; ``str(exc)`` is the quarantine reason."""
+class Image(dict):
+    """A row image (column → canonical text) that also remembers the columns whose value the source
+    holds as invalid (:class:`~pipelines.errors.InvalidValue`): they read NULL here, and ``invalid``
+    keeps their raw text."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.invalid: dict[str, str] = {}
+
+
+def canon_image(items: Iterable[tuple[str, Any]], convert: Callable[[str, Any], str | None]) -> Image:
+    """Convert each (column, value); a value the source holds as invalid becomes NULL, noted in ``invalid``."""
+    image = Image()
+    for column, value in items:
+        try:
+            image[column] = convert(column, value)
+        except InvalidValue as exc:
+            image[column] = None
+            image.invalid[column] = exc.raw
+    return image
 
 
 class Num(str):
@@ -119,6 +139,12 @@ class Change:
     txn: str | None = None
     ddl: str | None = None  # DDL statement text (op DDL)
     detail: str | None = None  # vendor's own op/ddlType/heartbeat kind, for the logs
+    invalid: dict[str, str] | None = None  # column → raw text of a value the source holds as invalid
+
+    def __post_init__(self) -> None:
+        if self.invalid is None:
+            found = {**getattr(self.before, "invalid", {}), **getattr(self.after, "invalid", {})}
+            self.invalid = found or None
 
     def to_json_dict(self) -> dict[str, Any]:
         """The stable JSON shape printed by ``lakecdc decode``."""

@@ -2,14 +2,15 @@
 
 Every write gold makes is idempotent: Delta skips a commit stamped with a ``txnAppId`` and
 ``txnVersion`` the table has already committed, so a micro-batch retried after a crash is applied
-once. The stamp is ``<app id>-<step>-<mirror name>`` with the batch id as version; :class:`Step`
+once. The stamp is ``<app id>-<step>-<mirror>`` (:attr:`MirrorIdentity.stamp_name`: one per mirror,
+so two source tables whose names read alike never share a stamp) with the batch id as version; :class:`Step`
 names the steps. Their values are stored in every warehouse gold has written, so they never change.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from typing import TYPE_CHECKING, Iterator
 
 from pipelines.delta_writes import append_idempotent, idempotent_dml
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from pipelines.warehouse import TableRef, Warehouse
 
 
-class Step(StrEnum):
+class Step(str, Enum):
     """The idempotent writes of one table in one batch (the values are part of the stored stamps)."""
     MIRROR = "m"  # the MERGE into the mirror
     TOMBSTONES = "d"  # the MERGE into the tombstones (deleted keys)
@@ -35,6 +36,7 @@ class Step(StrEnum):
     EXPECTATION_RESULTS = "dq"  # results of the batch expectations
     MIRROR_EXPECTATION_RESULTS = "dqm"  # results of the mirror expectations
     CDC_CHECK_RESULTS = "dqc"  # results of the built-in per-batch CDC checks
+    INVALID_VALUE_RESULTS = "dqi"  # records of values the source holds as invalid (invalid_values: null)
 
 
 @dataclass
@@ -63,8 +65,8 @@ class BatchContext:
     stats: GoldStats
 
     def stamp(self, step: Step) -> str:
-        """The ``txnAppId`` of one step's write to this mirror's tables."""
-        return f"{self.app_id}-{step.value}-{self.ident.mirror_name}"
+        """The ``txnAppId`` of one step's write to this mirror's tables (tests/unit/test_gold_steps.py)."""
+        return f"{self.app_id}-{step.value}-{self.ident.stamp_name}"
 
     @contextmanager
     def txn(self, step: Step) -> Iterator[None]:

@@ -52,7 +52,7 @@ def ensure_history(spark: SparkSession, history: TableRef, mirror: TableRef) -> 
     if not existing:
         cols = [column_ddl(c, src) for c, (_t, src) in mirror_cols.items()] + [f"{n} {t}" for n, t in HISTORY_DDL]
         spark.sql(f"CREATE TABLE IF NOT EXISTS {history.sql} ({', '.join(cols)}) USING DELTA "
-                  f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+                  f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')")
         return
     new = [column_ddl(c, src) for c, (_t, src) in mirror_cols.items() if c not in existing]
     if new:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.order import BY_ORD, ORD, delete_first
-from pipelines.gold.profile import SOURCE_TABLE
 from pipelines.gold.schema import MirrorShape
 from pipelines.layout import LINEAGE_COLUMNS, LINEAGE_DDL, LINEAGE_SOURCES, ROW_ID_COLUMN
 from pipelines.sql import EMPTY_MAP, ROW_AFTER_SQL, q, typed
@@ -46,11 +45,12 @@ def apply_multiset(ctx: BatchContext, changes: DataFrame, shape: MirrorShape) ->
     def row_hash(cols: list[Column]) -> Column:
         return F.sha2(F.to_json(F.struct(*cols)), 256)
 
-    applied = ctx.wh.applied_changes(ident.mirror_name)
+    applied = ctx.wh.applied_changes(ident.name_parts or ident.mirror_name)
     if not applied.exists(spark):
         spark.sql(f"CREATE TABLE IF NOT EXISTS {applied.sql} (change_id STRING, _seq STRING) USING DELTA")
     image_text = "to_json(array_sort(map_entries(coalesce({0}, " + EMPTY_MAP + "))))"
-    change_id = F.sha2(F.concat_ws(CHANGE_ID_SEPARATOR, F.col(SOURCE_TABLE), "seq", "op",
+    # the source's name as it was before identities (db.table): change ids stay those already applied
+    change_id = F.sha2(F.concat_ws(CHANGE_ID_SEPARATOR, F.concat_ws(".", "db", "table"), "seq", "op",
                                    F.col("change_index").cast("string"), F.expr(image_text.format("before")),
                                    F.expr(image_text.format("after"))), 256)
     with_ids = changes.withColumn("change_id", change_id)

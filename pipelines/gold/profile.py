@@ -15,11 +15,13 @@ from pipelines.formats import get_decoder
 from pipelines.gold.order import ORD
 from pipelines.gold.schema import ColumnSighting, ImageShape
 from pipelines.sql import EMPTY_MAP, FULL_IMAGE_SQL
+from pipelines.warehouse import SourceTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-#: The column gold adds to a batch: the source table of each change (``db.table``).
+#: The column gold adds to a batch: the exact identity of each change's source table (JSON
+#: ``[db, schema, table]``, :func:`pipelines.gold.stage.source_table_col`).
 SOURCE_TABLE = "_source_table"
 
 
@@ -35,6 +37,12 @@ class TableProfile:
     truncate_ord: dict[str, Any] | None = None  # the ``ord`` fields of the last TRUNCATE
     truncate_seq: str | None = None
     truncate_time: str | None = None  # its source commit time
+    invalid_values: int = 0  # changes carrying a value the source holds as invalid (a zero date)
+
+    @property
+    def source(self) -> SourceTable:
+        """The source table (``name`` is its exact identity as JSON, :data:`SOURCE_TABLE`)."""
+        return SourceTable.from_key(self.name)
 
     @property
     def schemaless(self) -> bool:
@@ -67,9 +75,10 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
                    F.collect_set("format").alias("formats"),
                    F.max(F.when(truncate, F.col(ORD))).alias("t_ord"),
                    F.max(F.when(truncate, F.col("seq"))).alias("t_seq"),
-                   F.max(F.when(truncate, F.col("event_time"))).cast("string").alias("t_time"))
+                   F.max(F.when(truncate, F.col("event_time"))).cast("string").alias("t_time"),
+                   F.count_if(F.coalesce(F.size("invalid") > 0, F.lit(False))).alias("invalid"))
               .select(SOURCE_TABLE, F.lit("table").alias("fact"),
-                      F.to_json(F.struct("n", "key", "formats", "t_ord", "t_seq", "t_time")).alias("v")))
+                      F.to_json(F.struct("n", "key", "formats", "t_ord", "t_seq", "t_time", "invalid")).alias("v")))
     profiles: dict[str, TableProfile] = {}
     for row in columns.unionByName(shapes).unionByName(tables).collect():
         if row[SOURCE_TABLE] is None:
@@ -83,4 +92,5 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
         else:
             p.changes, p.key, p.formats = v["n"], tuple(v.get("key") or ()), tuple(v["formats"])
             p.truncate_ord, p.truncate_seq, p.truncate_time = v.get("t_ord"), v.get("t_seq"), v.get("t_time")
+            p.invalid_values = v.get("invalid") or 0
     return profiles

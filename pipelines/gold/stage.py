@@ -17,12 +17,13 @@ from pipelines.gold.keyed import apply_keyed
 from pipelines.gold.multiset import apply_multiset
 from pipelines.gold.order import with_order
 from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch
-from pipelines.gold.schema import MirrorIdentity, shape_mirror
+from pipelines.gold.schema import MirrorIdentity, identity_conflict, shape_mirror
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY, apply_truncate
 from pipelines.gold.validate import check_changes, quarantine_misfits, rename_columns
 from pipelines.mirror_columns import table_properties
 from pipelines.quality.batch import QualityFailure, check_batch, check_mirror, typed_changes
 from pipelines.quality.checks import cdc_checks, current_version, read_version
+from pipelines.quality.invalid_values import invalid_value_rows
 from pipelines.quality.storage import write_results
 from pipelines.silver import ensure_silver
 from pipelines.warehouse import Warehouse
@@ -38,11 +39,12 @@ log = logging.getLogger(__name__)
 
 
 def table_config(cfg: PipelineConfig, source_table: str) -> TableConfig | None:
-    """The configuration of a source table (names compare case-insensitively), if any."""
-    for name, tc in cfg.tables.items():
-        if name.lower() == source_table.lower():
-            return tc
-    return None
+    """The configuration of a source table: the entry of exactly its name, else the one entry whose
+    name differs only in case (two such entries, and it is ambiguous: none)."""
+    if source_table in cfg.tables:
+        return cfg.tables[source_table]
+    alike = [tc for name, tc in cfg.tables.items() if name.lower() == source_table.lower()]
+    return alike[0] if len(alike) == 1 else None
 
 
 def resolve_key(props: dict[str, str] | None, profile: TableProfile, tc: TableConfig | None) -> tuple[str, ...]:
@@ -56,21 +58,31 @@ def resolve_key(props: dict[str, str] | None, profile: TableProfile, tc: TableCo
 def apply_table(spark: SparkSession, changes: DataFrame, profile: TableProfile, cfg: PipelineConfig,
                 wh: Warehouse, app_id: str, batch_id: int) -> GoldStats:
     """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch."""
-    tc = table_config(cfg, profile.name)
-    mirror_name = tc.target if tc and tc.target else profile.name
-    ident = MirrorIdentity(profile.name, mirror_name, wh.mirror(mirror_name), wh.tombstones(mirror_name),
-                           policy=(tc.schema_changes if tc and tc.schema_changes else cfg.schema_changes))
+    source = profile.source
+    tc = table_config(cfg, source.name)
+    parts = tuple(tc.target.split(".")) if tc and tc.target else source.parts
+    ident = MirrorIdentity(source.name, tc.target if tc and tc.target else source.name, wh.mirror(parts),
+                           wh.tombstones(parts), policy=(tc.schema_changes if tc and tc.schema_changes
+                                                         else cfg.schema_changes),
+                           source_key=profile.name, name_parts=parts)
     ctx = BatchContext(spark, ident, wh, app_id, batch_id, GoldStats(tables={profile.name}))
     # the mirror's properties as the batch begins (None: no mirror yet), read once for every stage
     props = table_properties(spark, ident.ref) if ident.ref.exists(spark) else None
+    conflict = identity_conflict(ident, props)
+    if conflict:
+        return _refuse(ctx, changes, conflict)
     key = resolve_key(props, profile, tc)
     shape = shape_mirror(spark, ident, props, key, dict(tc.columns) if tc else {}, profile.columns, profile.shapes,
                          profile.schemaless, keyless=not key)
-    checked = check_changes(rename_columns(changes, shape.renames), shape, key).persist()
+    invalid_policy = tc.invalid_values if tc and tc.invalid_values else cfg.invalid_values
+    checked = check_changes(rename_columns(changes, shape.renames), shape, key, invalid_policy).persist()
     try:
         good = quarantine_misfits(ctx, checked)
+        if invalid_policy == "null" and profile.invalid_values:
+            write_results(spark, wh, invalid_value_rows(ident.mirror_name, good, key, app_id, batch_id),
+                          app_id=ctx.stamp(Step.INVALID_VALUE_RESULTS), version=batch_id)
         good = _batch_expectations(ctx, tc, good, shape.columns)
-        history = wh.history(mirror_name) if tc and tc.history and key else None
+        history = wh.history(parts) if tc and tc.history and key else None
         truncated_seq = (props or {}).get(TRUNCATED_SEQ_PROPERTY, "")
         good = apply_truncate(ctx, good, profile, truncated_seq, history)
         version_before = current_version(spark, ident.ref) if cfg.quality_checks and key else None
@@ -86,10 +98,21 @@ def apply_table(spark: SparkSession, changes: DataFrame, profile: TableProfile, 
         checked.unpersist()
     _mirror_expectations(ctx, tc, key)
     stats = ctx.stats
-    log.info("gold: %s → %s: %d changes applied, %d stale skipped, %d quarantined (%s)", profile.name, mirror_name,
+    log.info("gold: %s → %s: %d changes applied, %d stale skipped, %d quarantined (%s)", source.name, ident.mirror_name,
              stats.applied, stats.stale, stats.quarantined,
              f"key {', '.join(key)}" if key else "no key: multiset")
     return stats
+
+
+def _refuse(ctx: BatchContext, changes: DataFrame, reason: str) -> GoldStats:
+    """Every change of a table that may not write its mirror goes to quarantine, with the reason."""
+    from pyspark.sql import functions as F
+
+    bad = changes.withColumn("reason", F.lit(reason)).withColumn("stage", F.lit("gold"))
+    ctx.append(quarantine_frame(bad), ctx.wh.silver("quarantine"), Step.QUARANTINE)
+    ctx.stats.quarantined = changes.count()
+    log.error("gold: %s: %d changes quarantined: %s", ctx.ident.source_table, ctx.stats.quarantined, reason)
+    return ctx.stats
 
 
 # ---------------------------------------------------------------- the quality hooks
@@ -146,12 +169,22 @@ def _mirror_expectations(ctx: BatchContext, tc: TableConfig | None, key: tuple[s
 # ---------------------------------------------------------------- the stream
 
 
+#: The exact identity of a silver row's source table, as JSON ``[db, schema, table]`` (the form
+#: :class:`~pipelines.warehouse.SourceTable` reads): an empty part is NULL, and a schema equal to
+#: the database (MySQL-family formats report the database again as the schema) is NULL too.
+SOURCE_IDENTITY_SQL = (
+    "to_json(array(nullif(db, ''), CASE WHEN nullif(`schema`, '') = nullif(db, '') THEN NULL "
+    "ELSE nullif(`schema`, '') END, `table`))"
+)
+
+
 def source_table_col() -> Column:
-    """The source table of a silver row as messages name it: ``db.table``, or ``table`` when there
-    is no db (the same name :func:`pipelines.model.table_name` gives)."""
+    """The exact identity of a silver row's source table (:data:`SOURCE_IDENTITY_SQL`): two tables
+    whose names read alike (``a.b`` + ``c`` and ``a`` + ``b.c``; ``Shop`` and ``shop``; schemas
+    ``public`` and ``audit``) are two tables."""
     from pyspark.sql import functions as F
 
-    return F.when(F.col("db").isNotNull(), F.concat_ws(".", "db", "table")).otherwise(F.col("table"))
+    return F.expr(SOURCE_IDENTITY_SQL)
 
 
 def apply_gold_batch(spark: SparkSession, batch_df: DataFrame, batch_id: int, cfg: PipelineConfig, wh: Warehouse,
@@ -160,6 +193,8 @@ def apply_gold_batch(spark: SparkSession, batch_df: DataFrame, batch_id: int, cf
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # map_concat: later image wins
+    if "invalid" not in batch_df.columns:  # silver written before invalid values were kept
+        batch_df = batch_df.withColumn("invalid", F.lit(None).cast("map<string,string>"))
     total = GoldStats()
     batch = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
     try:

@@ -2,8 +2,9 @@
 
 A value whose canonical text does not convert to the mirror column's type (overflow, too many
 decimal places, sub-microsecond time, bad Base64) is named with its column; it never becomes a
-silent NULL. So is a change a ``quarantine`` schema policy holds back, and one that lacks a key
-column.
+silent NULL. So is a change a ``quarantine`` schema policy holds back, one that lacks a key column
+or whose key is NULL (two such rows would collapse into one), and, under ``invalid_values:
+quarantine``, one that carries a value the source holds as invalid (a zero date).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 from pipelines.delta_writes import quarantine_frame
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.schema import MirrorShape
-from pipelines.sql import convert_expr, lit
+from pipelines.sql import ROW_IMAGE_SQL, convert_expr, lit
 from pipelines.values import spark_type
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ def rename_columns(changes: DataFrame, renames: dict[str, str]) -> DataFrame:
     return changes.withColumn("changed", F.expr(f"transform(changed, k -> {case})"))
 
 
-def check_changes(changes: DataFrame, shape: MirrorShape, key: tuple[str, ...]) -> DataFrame:
+def check_changes(changes: DataFrame, shape: MirrorShape, key: tuple[str, ...],
+                  invalid_values: str = "null") -> DataFrame:
     """Each change with ``reason``: why it cannot apply (NULL when it can)."""
     from pyspark.sql import functions as F
 
@@ -51,6 +53,13 @@ def check_changes(changes: DataFrame, shape: MirrorShape, key: tuple[str, ...]) 
         checks.append(f"CASE WHEN op != 'TRUNCATE' AND NOT (map_contains_key(coalesce(after, map()), {lit(k)}) "
                       f"OR map_contains_key(coalesce(before, map()), {lit(k)})) THEN "
                       f"concat('key column ', {lit(k)}, ' is missing from the change') END")
+        checks.append(f"CASE WHEN op != 'TRUNCATE' AND map_contains_key(coalesce({ROW_IMAGE_SQL}, map()), {lit(k)}) "
+                      f"AND ({ROW_IMAGE_SQL})[{lit(k)}] IS NULL THEN "
+                      f"concat('key column ', {lit(k)}, ' is NULL (a table with a key needs one on every row)') END")
+    if invalid_values == "quarantine":
+        checks.append("CASE WHEN invalid IS NOT NULL AND size(invalid) > 0 THEN "
+                      "concat('values the source holds as invalid (column: raw value): ', substr(to_json(invalid), 1, 400), "
+                      "' (invalid_values: quarantine)') END")
     return changes.withColumn("reason", F.expr(f"coalesce({', '.join(checks)})") if checks else F.lit(None))
 
 

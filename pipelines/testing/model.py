@@ -19,12 +19,14 @@ from collections import defaultdict
 from typing import Iterable
 
 from pipelines.formats.base import Change
+from pipelines.warehouse import SourceTable
 
 Row = dict[str, "str | None"]
 
 
 def table_name(change: Change) -> str:
-    return f"{change.db}.{change.table}" if change.db else str(change.table)
+    """The source table's name as gold's mirror records it (``db[.schema].table``)."""
+    return SourceTable.of(change.db, change.schema, str(change.table)).name
 
 
 class MirrorModel:

@@ -7,8 +7,6 @@ micro-batch, as the stream would.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from pipelines.config import parse_config
@@ -28,12 +26,13 @@ TYPES = {"id": "bigint", "a": "int", "b": "varchar(16)", "d": "decimal(10,2)"}
 
 
 def change(op: str, n: int, before=None, after=None, types=None, key=("id",), table="t") -> Change:
-    """A change of shop.<table> at sequence n (Canal's batch id)."""
+    """A change of shop.<table> at sequence n: OMS Canal orders by ``es``, the source time in ms, so
+    the change happens n ms after a fixed instant."""
     types = dict(TYPES if types is None else types)
     cols = set(before or {}) | set(after or {})
     return Change(op=op, db="shop", table=table, key_columns=key, before=before, after=after,
                   col_types={c: t for c, t in types.items() if c in cols}, seq=(1_700_000_000_000 + n,),
-                  event_time="2023-11-14T22:13:20Z")
+                  event_time=f"2023-11-14T22:13:20.{n:03d}Z")
 
 
 class Gold:
@@ -269,7 +268,7 @@ def test_truncate_closes_the_current_versions(spark, tmp_path):
     gold = Gold(spark, tmp_path, history=True)
     gold.apply([change("INSERT", 1, after=_row(1, a="1")), change("INSERT", 2, after=_row(2, a="2"))])
     truncate = Change(op="TRUNCATE", db="shop", table="t", key_columns=("id",), seq=(1_700_000_000_005,),
-                      event_time="2023-11-14T22:13:25Z", ddl="TRUNCATE TABLE shop.t")
+                      event_time="2023-11-14T22:13:20.005Z", ddl="TRUNCATE TABLE shop.t")
     gold.apply([truncate, change("INSERT", 6, after=_row(3, a="3"))])
     assert _history(gold) == [(1, 1, "01", "05", False, False), (2, 2, "02", "05", False, False),
                               (3, 3, "06", "--", True, True)]
@@ -283,7 +282,7 @@ def test_truncate_compacts_the_tombstones_it_supersedes_and_late_changes_stay_st
     tombstones = gold.wh.tombstones("shop.t")
     assert sorted(r["id"] for r in tombstones.read(spark).collect()) == [1, 9]
     truncate = Change(op="TRUNCATE", db="shop", table="t", key_columns=("id",), seq=(1_700_000_000_003,),
-                      event_time="2023-11-14T22:13:23Z", ddl="TRUNCATE TABLE shop.t")
+                      event_time="2023-11-14T22:13:20.003Z", ddl="TRUNCATE TABLE shop.t")
     gold.apply([truncate])
     assert [r["id"] for r in tombstones.read(spark).collect()] == [9], "only the tombstone newer than the truncate"
     stats = gold.apply([insert, change("INSERT", 3, after=_row(9, a="99"))])  # both older than what they meet
@@ -318,21 +317,16 @@ def _odd(n: int, a: str, e: str, x: str | None) -> dict:
     return {"i.d": str(n), "a'b": a, "e.f": e, "x$%^&*\\": x}
 
 
-def _timed(op: str, n: int, **kwargs) -> Change:
-    """:func:`change` whose source time is its sequence (Canal ``es``, ms), so either orders it."""
-    return replace(change(op, n, **kwargs), event_time=f"2023-11-14T22:13:20.{n:03d}Z")
-
-
 def test_column_names_that_need_quoting_fold_merge_and_keep_history(spark, tmp_path):
     """Names come from messages: quotes, dots, backslashes and symbols in the key, in the data columns the
     fold carries by name, and in the history."""
     gold = Gold(spark, tmp_path, history=True)
     key = ("i.d",)
-    gold.apply([_timed("INSERT", 1, after=_odd(1, "1", "one", "x1"), types=ODD_TYPES, key=key),
-                _timed("INSERT", 2, after=_odd(2, "2", "two", "x2"), types=ODD_TYPES, key=key)])
-    gold.apply([_timed("UPDATE", 3, before=_odd(1, "1", "one", "x1"), after=_odd(1, "10", "ONE", None),
+    gold.apply([change("INSERT", 1, after=_odd(1, "1", "one", "x1"), types=ODD_TYPES, key=key),
+                change("INSERT", 2, after=_odd(2, "2", "two", "x2"), types=ODD_TYPES, key=key)])
+    gold.apply([change("UPDATE", 3, before=_odd(1, "1", "one", "x1"), after=_odd(1, "10", "ONE", None),
                        types=ODD_TYPES, key=key),
-                _timed("UPDATE", 4, before=_odd(2, "2", "two", "x2"), after=_odd(5, "2", "two", "x2"),
+                change("UPDATE", 4, before=_odd(2, "2", "two", "x2"), after=_odd(5, "2", "two", "x2"),
                        types=ODD_TYPES, key=key)])
     assert gold.rows() == [{"i.d": 1, "a'b": 10, "e.f": "ONE", "x$%^&*\\": None},
                            {"i.d": 5, "a'b": 2, "e.f": "two", "x$%^&*\\": "x2"}]
@@ -346,6 +340,6 @@ def test_column_names_that_need_quoting_in_a_table_without_a_key(spark, tmp_path
     types = {"a'b": "int", "e.f": "varchar(16)"}
     x = {"a'b": "1", "e.f": "x"}
     gold = Gold(spark, tmp_path)
-    gold.apply([_timed("INSERT", 1, after=x, types=types, key=()), _timed("INSERT", 2, after=x, types=types, key=()),
-                _timed("DELETE", 3, before=x, types=types, key=())])
+    gold.apply([change("INSERT", 1, after=x, types=types, key=()), change("INSERT", 2, after=x, types=types, key=()),
+                change("DELETE", 3, before=x, types=types, key=())])
     assert gold.rows() == [{"a'b": 1, "e.f": "x"}]

@@ -114,8 +114,15 @@ def test_oms_canal_values_and_types():
     assert one("1606233662", "timestamp") == "2020-11-24T16:01:02Z"
     assert one("1", "bool") == "true"
     assert one(None, "int") is None
-    for bad, typ, reason in [("0000-00-00", "date", "column 'c' \\(date\\): invalid date-time: '0000-00-00'"),
-                             ("0000-00-00 00:00:00", "timestamp", "column 'c' \\(timestamp\\)"),
+    # zero dates and dates that do not exist are the source's own invalid values (seeds 000, 001):
+    # the row decodes with the column NULL and the raw text kept for gold's invalid_values policy
+    for invalid, typ in [("0000-00-00", "date"), ("0000-00-00 00:00:00", "timestamp"),
+                         ("0000-00-00 00:00:00", "datetime"), ("2021-02-30", "date")]:
+        msg = {"database": "d", "table": "t", "type": "INSERT", "es": 1, "data": [{"c": invalid, "k": "1"}],
+               "mysqlType": {"c": typ, "k": "int"}}
+        change = dec.decode(json.dumps(msg).encode(), CTX)[0]
+        assert change.after == {"c": None, "k": "1"} and change.invalid == {"c": invalid}
+    for bad, typ, reason in [("25/12/2021", "datetime", "column 'c' \\(datetime\\): not a date-time"),
                              ("abc", "int", "not an integer"), ("300", "tinyint", "out of range for TINYINT"),
                              ("18446744073709551616", "bigint", "out of range for BIGINT"),
                              ("-9223372036854775809", "bigint", "out of range"),

@@ -102,7 +102,7 @@ def test_mirror_key_change_split_and_single():
     assert mirror([ins, *split], "d.t") == [{"id": "222", "v": "b"}]
     assert mirror([ins, *reversed(split)], "d.t") == [{"id": "222", "v": "b"}]
     assert mirror([ins, single], "d.t") == [{"id": "222", "v": "b"}]
-    assert mirror([LINES[0]], "myDatabase.tableName")[0]["id"] == "222"
+    assert mirror([LINES[0]], "myDatabase.mySchema.tableName")[0]["id"] == "222"  # an Oracle schema is part of the name
 
 
 def test_configured_key_wins_over_row_id():

@@ -113,6 +113,14 @@ def test_truncate():
     assert DW.decode(_msg("TRUNCATE"), CTX)[0].op == "TRUNCATE"
 
 
+def test_zero_dates_are_kept_as_invalid_values():
+    """Seed 000: invalid dates display the original string: the row decodes, the value is NULL and noted."""
+    raw = json.dumps({"schema": {"source": {"table": "t"}, "column": [{"name": "v", "type": "DATE"}]},
+                      "payload": {"op": "INSERT", "after": {"data": {"v": "0000-00-00"}}}}).encode()
+    [change] = DW.decode(raw, CTX)
+    assert change.after == {"v": None} and change.invalid == {"v": "0000-00-00"}
+
+
 @pytest.mark.parametrize("raw", [
     _msg("insert", after={"data": {}}),  # ops are case-sensitive
     _msg("MERGE"), _msg("ALTER"), _msg("INSERT"), _msg("DELETE", before={"data": []}),
@@ -120,7 +128,7 @@ def test_truncate():
     json.dumps({"version": "3.0", "payload": {"op": "HEARTBEAT"}}).encode(),
     json.dumps({"payload": {"op": "INSERT", "after": {"data": {}}}}).encode(),  # no table
     json.dumps({"schema": {"source": {"table": "t"}, "column": [{"name": "v", "type": "DATE"}]},
-                "payload": {"op": "INSERT", "after": {"data": {"v": "0000-00-00"}}}}).encode(),
+                "payload": {"op": "INSERT", "after": {"data": {"v": "00/00/0000"}}}}).encode(),
     b"{", b"[]", b"3", b"\xff", b"[" * 10000 + b"]" * 10000, b'{"payload": 1}',
 ])
 def test_bad_input_rejects(raw):

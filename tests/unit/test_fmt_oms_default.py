@@ -178,7 +178,17 @@ def test_oracle_date_keeps_time_of_day():
 
 @pytest.mark.parametrize("col_type, value", [
     ("date", "0000-00-00"), ("datetime", "0000-00-00 00:00:00"), ("timestamp", "0000-00-00 00:00:00"),
-    ("int", "abc"), ("blob", "not base64!"),
+    ("date", "2019-02-29"),
+])
+def test_the_sources_invalid_dates_keep_the_row(col_type, value):
+    """Seeds 000/001: invalid dates display the original string, invalid timestamps 0000-00-00 00:00:00.
+    The row decodes with the value NULL and its raw text in ``invalid`` (gold's invalid_values policy)."""
+    [change] = DEFAULT.decode(_msg({"v": value}), _ctx(v=col_type))
+    assert change.after["v"] is None and change.invalid == {"v": value}
+
+
+@pytest.mark.parametrize("col_type, value", [
+    ("date", "0000/00/00"), ("datetime", "yesterday"), ("int", "abc"), ("blob", "not base64!"),
 ])
 def test_invalid_values_reject_naming_column_and_value(col_type, value):
     with pytest.raises(Reject) as exc:
