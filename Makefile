@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup demo test test-unit test-spark test-e2e clean
+.PHONY: setup demo test test-unit test-spark test-e2e lint format clean
 
 setup: $(STAMP)
 
@@ -18,6 +18,14 @@ demo: setup          ## generate CDC traffic and run bronze → silver → gold 
 
 test: setup          ## every test: pure-Python decoders, Spark + Delta, real Kafka broker, Great Expectations
 	$(VENV)/bin/pytest -q
+
+lint: setup          ## ruff: lint and format check (CI runs it before the tests)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup        ## ruff: fix what can be fixed and format
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 test-unit: setup
 	$(VENV)/bin/pytest -q tests/unit

@@ -7,6 +7,7 @@ bundle target's own conf, catalog, schema and checkpoints. The Databricks connec
 
 Airflow 3.x (``airflow.sdk``); the same file loads on Airflow 2.10.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -14,8 +15,9 @@ from datetime import datetime, timedelta, timezone
 try:
     from airflow.sdk import DAG, Param
 except ImportError:  # Airflow 2.10
-    from airflow import DAG
     from airflow.models.param import Param
+
+    from airflow import DAG
 from airflow.providers.databricks.operators.databricks import DatabricksRunNowOperator
 
 with DAG(
@@ -31,10 +33,12 @@ with DAG(
         "execution_timeout": timedelta(hours=2),  # the job's own timeout_seconds is 2 hours too
     },
     params={
-        "job_name": Param("lakecdc pipeline", type="string",
-                          description="the job's name as deployed (dev mode prefixes '[dev <user>] ')"),
-        "conf": Param("", type="string",
-                      description="workspace path of the pipeline YAML; empty: the job's own"),
+        "job_name": Param(
+            "lakecdc pipeline",
+            type="string",
+            description="the job's name as deployed (dev mode prefixes '[dev <user>] ')",
+        ),
+        "conf": Param("", type="string", description="workspace path of the pipeline YAML; empty: the job's own"),
     },
     render_template_as_native_obj=True,  # job_parameters renders to a mapping, not its text
     tags=["lakecdc", "cdc", "databricks"],

@@ -9,6 +9,7 @@ never through a shell, so a path with spaces stays one argument.
 
 Airflow 3.x (``airflow.sdk``); the same file loads on Airflow 2.10.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone

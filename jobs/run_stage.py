@@ -8,6 +8,7 @@ The master and settings given to spark-submit are used as they are (see pipeline
 with lakecdc installed (``PYSPARK_PYTHON``); from a source checkout the checkout's ``pipelines`` is used. A failure
 exits non-zero (SystemExit), so spark-submit and whatever schedules it see it fail.
 """
+
 from __future__ import annotations
 
 import sys

@@ -24,55 +24,65 @@ spark.sql(f"""CREATE OR REPLACE TEMP VIEW dq AS SELECT * FROM {dq_results}
 # MAGIC %md ## Per table: checks run, pass rate, failures, quarantined changes
 
 # COMMAND ----------
-display(spark.sql("""  -- noqa
+display(
+    spark.sql("""  -- noqa
   SELECT `table`,
          count(*)                                                     AS checks,
          round(100 * avg(CASE WHEN success THEN 1.0 ELSE 0.0 END), 1) AS pass_rate_pct,
          count_if(NOT success OR success IS NULL)                     AS failures,
          sum(CASE WHEN action = 'drop' THEN coalesce(unexpected_count, 0) ELSE 0 END) AS quarantined,
          max(checked_at)                                              AS last_checked
-  FROM dq GROUP BY `table` ORDER BY pass_rate_pct, `table`"""))  # noqa: F821
+  FROM dq GROUP BY `table` ORDER BY pass_rate_pct, `table`""")
+)  # noqa: F821
 
 # COMMAND ----------
 # MAGIC %md ## Failing checks: which rule, how often, how many rows (examples are in `details`)
 
 # COMMAND ----------
-display(spark.sql("""  -- noqa
+display(
+    spark.sql("""  -- noqa
   SELECT `table`, expectation, expectation_type, action,
          count(*) AS times_failed, sum(coalesce(unexpected_count, 0)) AS unexpected_rows,
          max(checked_at) AS last_failed, max_by(details, checked_at) AS latest_details
   FROM dq WHERE NOT success OR success IS NULL
-  GROUP BY ALL ORDER BY last_failed DESC"""))  # noqa: F821
+  GROUP BY ALL ORDER BY last_failed DESC""")
+)  # noqa: F821
 
 # COMMAND ----------
 # MAGIC %md ## Pass rate and quarantine volume over time (one point per table and batch)
 
 # COMMAND ----------
-display(spark.sql("""  -- noqa
+display(
+    spark.sql("""  -- noqa
   SELECT `table`, run_id, batch_id, min(checked_at) AS checked_at,
          round(100 * avg(CASE WHEN success THEN 1.0 ELSE 0.0 END), 1) AS pass_rate_pct,
          sum(CASE WHEN action = 'drop' THEN coalesce(unexpected_count, 0) ELSE 0 END) AS quarantined
-  FROM dq GROUP BY `table`, run_id, batch_id ORDER BY checked_at"""))  # noqa: F821
+  FROM dq GROUP BY `table`, run_id, batch_id ORDER BY checked_at""")
+)  # noqa: F821
 
 # COMMAND ----------
 # MAGIC %md ## Built-in CDC checks: freshness, source drift, sequence order, reconciliation
 
 # COMMAND ----------
-display(spark.sql("""  -- noqa
+display(
+    spark.sql("""  -- noqa
   SELECT `table`, expectation, max_by(success, checked_at) AS latest_success,
          max_by(unexpected_count, checked_at) AS latest_unexpected, max_by(details, checked_at) AS latest_details,
          max(checked_at) AS last_checked
   FROM dq WHERE expectation LIKE 'cdc\\_%'
-  GROUP BY `table`, expectation ORDER BY `table`, expectation"""))  # noqa: F821
+  GROUP BY `table`, expectation ORDER BY `table`, expectation""")
+)  # noqa: F821
 
 # COMMAND ----------
 # MAGIC %md ## The quarantined changes themselves (stage gold, by rule), with the bad value
 
 # COMMAND ----------
-display(spark.sql(f"""  -- noqa
+display(
+    spark.sql(f"""  -- noqa
   SELECT `table`, rule, bad_value, reason, bronze_position, ingest_time
   FROM {quarantine} WHERE stage = 'gold' AND rule IS NOT NULL
-  ORDER BY ingest_time DESC LIMIT 500"""))  # noqa: F821
+  ORDER BY ingest_time DESC LIMIT 500""")
+)  # noqa: F821
 
 # COMMAND ----------
 # MAGIC %md ## The same summary as `lakecdc dq report`, and the chart over time

@@ -13,11 +13,12 @@ Two inputs, one table:
 ``queue_pos`` is the queue's own order, the tie-break after the format's
 sequence: ``<partition>:<offset>`` for Kafka, ``<file>#<line>`` for landing files.
 """
+
 from __future__ import annotations
 
 import base64
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 from pipelines.config import KafkaSource, PipelineConfig, Source, resolve_secret
 from pipelines.formats import get_decoder
@@ -73,7 +74,9 @@ def landing_stream(spark, source: Source, max_files_per_trigger: int = 100):
     """Raw messages of a landing directory, as bronze rows (a streaming DataFrame)."""
     from pyspark.sql import functions as F
 
-    binary_formats = frozenset({source.format}) if source.format != "auto" and get_decoder(source.format).binary else frozenset()
+    binary_formats = (
+        frozenset({source.format}) if source.format != "auto" and get_decoder(source.format).binary else frozenset()
+    )
     files = (
         spark.readStream.format("binaryFile")
         .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY")
@@ -162,6 +165,10 @@ def start_bronze(spark, cfg: PipelineConfig, wh: Warehouse, source: Source, avai
         .outputMode("append")
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.processing_time)
-    log.info("bronze: source %s (%s) from %s", source.name, source.format,
-             source.path or ",".join(source.kafka.topics) or source.kafka.topic_pattern)
+    log.info(
+        "bronze: source %s (%s) from %s",
+        source.name,
+        source.format,
+        source.path or ",".join(source.kafka.topics) or source.kafka.topic_pattern,
+    )
     return wh.bronze.start_stream(writer)

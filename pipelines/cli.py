@@ -3,6 +3,7 @@
 The module is longer than 400 lines because it holds every subcommand's arguments and its thin handler in one
 place, the one layer that may import everything below it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,17 +58,20 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lakecdc",
-        description="CDC messages (OMS, DataWorks, DTS, DRS formats) into Delta mirror tables: bronze → silver → "
-                    "gold.",
+        description="CDC messages (OMS, DataWorks, DTS, DRS formats) into Delta mirror tables: bronze → silver → gold.",
     )
     p.add_argument("--version", action="version", version=f"lakecdc {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log what each stage does (stderr)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    d = sub.add_parser("demo", help="generate CDC traffic for a small database and run the whole pipeline on it "
-                                    "(dev tool)")
-    d.add_argument("--dir", help="working directory for landing files and the warehouse (default: build/lakecdc-demo, "
-                                 "or lakecdc-demo in $LAKECDC_BUILD_DIR; reset on every run)")
+    d = sub.add_parser(
+        "demo", help="generate CDC traffic for a small database and run the whole pipeline on it (dev tool)"
+    )
+    d.add_argument(
+        "--dir",
+        help="working directory for landing files and the warehouse (default: build/lakecdc-demo, "
+        "or lakecdc-demo in $LAKECDC_BUILD_DIR; reset on every run)",
+    )
     d.add_argument("--changes", type=int, default=400, help="row changes to generate (default 400)")
     d.add_argument("--seed", type=int, default=7, help="random seed of the traffic (default 7)")
     d.add_argument("--kafka", action="store_true", help="go through a local Kafka broker instead of landing files")
@@ -78,10 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
     r.add_argument("--stage", choices=["bronze", "silver", "gold", "all"], default="all")
     r.add_argument("--once", action="store_true", help="run until caught up, then stop (availableNow)")
-    for name, what in (("catalog", "Unity Catalog catalog (with --schema)"), ("schema", "schema of the tables"),
-                       ("checkpoints", "checkpoint location (a volume path on Databricks)")):
-        r.add_argument(f"--{name}", help=f"{what}, over the configuration's; each Databricks bundle target "
-                                        "passes its own")
+    for name, what in (
+        ("catalog", "Unity Catalog catalog (with --schema)"),
+        ("schema", "schema of the tables"),
+        ("checkpoints", "checkpoint location (a volume path on Databricks)"),
+    ):
+        r.add_argument(
+            f"--{name}", help=f"{what}, over the configuration's; each Databricks bundle target passes its own"
+        )
     _master_option(r)
     r.set_defaults(func=cmd_run)
 
@@ -92,15 +100,25 @@ def build_parser() -> argparse.ArgumentParser:
     rb.set_defaults(func=cmd_rebuild)
 
     dec = sub.add_parser("decode", help="decode messages (one per line) to canonical changes as JSON lines")
-    dec.add_argument("--format", required=True, choices=ALL_FORMAT_IDS, metavar="FORMAT",
-                     help="format id: " + ", ".join(ALL_FORMAT_IDS))
+    dec.add_argument(
+        "--format",
+        required=True,
+        choices=ALL_FORMAT_IDS,
+        metavar="FORMAT",
+        help="format id: " + ", ".join(ALL_FORMAT_IDS),
+    )
     dec.add_argument("--input", help="file of messages, one per line (default: stdin)")
     _table_options(dec)
     dec.set_defaults(func=cmd_decode)
 
     rp = sub.add_parser("replay", help="land a file of messages as bronze in a warehouse, then decode and apply it")
-    rp.add_argument("--format", required=True, choices=ALL_FORMAT_IDS, metavar="FORMAT",
-                    help="format id: " + ", ".join(ALL_FORMAT_IDS))
+    rp.add_argument(
+        "--format",
+        required=True,
+        choices=ALL_FORMAT_IDS,
+        metavar="FORMAT",
+        help="format id: " + ", ".join(ALL_FORMAT_IDS),
+    )
     rp.add_argument("--input", required=True, help="file of messages, one per line")
     rp.add_argument("--warehouse", required=True, help="warehouse directory (created if missing)")
     _table_options(rp)
@@ -121,15 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--data-dir", help="broker data directory (default: build/kafka/data)")
     k.set_defaults(func=cmd_kafka)
 
-    so = sub.add_parser("soak", help="long randomized check: simulator → encode → deliver (duplicates, partitions) "
-                                     "→ decode → reference model, against the source tables (dev tool)")
+    so = sub.add_parser(
+        "soak",
+        help="long randomized check: simulator → encode → deliver (duplicates, partitions) "
+        "→ decode → reference model, against the source tables (dev tool)",
+    )
     so.add_argument("--format", required=True, choices=ALL_FORMAT_IDS[:-2], metavar="FORMAT")
     so.add_argument("--changes", type=int, default=100_000)
     so.add_argument("--seed", type=int, default=1)
     so.set_defaults(func=cmd_soak)
 
-    pr = sub.add_parser("produce", help="publish the simulator's CDC traffic to a Kafka topic, keyed by primary key "
-                                        "(dev tool)")
+    pr = sub.add_parser(
+        "produce", help="publish the simulator's CDC traffic to a Kafka topic, keyed by primary key (dev tool)"
+    )
     pr.add_argument("--format", required=True, choices=ALL_FORMAT_IDS[:-2], metavar="FORMAT")
     pr.add_argument("--topic", required=True)
     pr.add_argument("--changes", type=int, default=1000)
@@ -151,16 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _master_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--master", metavar="URL",
-                   help="Spark master, e.g. spark://host:7077 (default: spark-submit's, else $SPARK_MASTER, else "
-                        "spark.master in spark-defaults.conf, else the embedded local[2])")
+    p.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master, e.g. spark://host:7077 (default: spark-submit's, else $SPARK_MASTER, else "
+        "spark.master in spark-defaults.conf, else the embedded local[2])",
+    )
 
 
 def _table_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", help="pipeline YAML for table keys and column types (same file as `run`)")
     p.add_argument("--table", help="db.table for formats whose messages name none (oms_debezium_smt)")
-    p.add_argument("--key", action="append", default=[], metavar="DB.TABLE=COL1,COL2",
-                   help="primary key of a table (repeatable)")
+    p.add_argument(
+        "--key", action="append", default=[], metavar="DB.TABLE=COL1,COL2", help="primary key of a table (repeatable)"
+    )
 
 
 # ---------------------------------------------------------------- commands
@@ -177,8 +203,10 @@ def cmd_run(args) -> int:
     from pipelines.runner import run_pipeline
 
     summary = run_pipeline(spark, cfg, stages, available_now, progress=_progress)
-    _progress(f"finished {', '.join(summary.stages)}: {summary.applied} changes applied, {summary.stale} stale "
-              f"skipped, {summary.gold_quarantined} quarantined in gold")
+    _progress(
+        f"finished {', '.join(summary.stages)}: {summary.applied} changes applied, {summary.stale} stale "
+        f"skipped, {summary.gold_quarantined} quarantined in gold"
+    )
     return 0
 
 
@@ -210,8 +238,10 @@ def cmd_rebuild(args) -> int:
         print("nothing dropped: add --yes to rebuild silver and gold from bronze")
         return 1
     summary = rebuild(spark, cfg, progress=_progress)
-    _progress(f"rebuilt {', '.join(summary.stages)} from bronze: {summary.applied} changes applied, {summary.stale} "
-              f"stale skipped, {summary.gold_quarantined} quarantined in gold")
+    _progress(
+        f"rebuilt {', '.join(summary.stages)} from bronze: {summary.applied} changes applied, {summary.stale} "
+        f"stale skipped, {summary.gold_quarantined} quarantined in gold"
+    )
     return 0
 
 
@@ -228,8 +258,12 @@ def _context_config(args, format_id: str, source_path: str | None = None):
         if not eq or "." not in name or not cols:
             raise ConfigError(f"--key {item!r}: expected DB.TABLE=COL1,COL2")
         old = tables.get(name)
-        tables[name] = TableConfig(name=name, key=tuple(c.strip() for c in cols.split(",") if c.strip()),
-                                   columns=old.columns if old else {}, target=old.target if old else None)
+        tables[name] = TableConfig(
+            name=name,
+            key=tuple(c.strip() for c in cols.split(",") if c.strip()),
+            columns=old.columns if old else {},
+            target=old.target if old else None,
+        )
     if args.table and "." not in args.table:
         raise ConfigError(f"--table {args.table!r}: expected DB.TABLE")
     sources = cfg.sources
@@ -267,8 +301,10 @@ def cmd_decode(args) -> int:
                 except binascii.Error:
                     pass
             try:
-                text = "".join(json.dumps(change.to_json_dict(), ensure_ascii=False) + "\n"
-                               for change in decode_message(decoder, raw, ctx))
+                text = "".join(
+                    json.dumps(change.to_json_dict(), ensure_ascii=False) + "\n"
+                    for change in decode_message(decoder, raw, ctx)
+                )
             except Exception as exc:  # noqa: BLE001 - Reject, or anything else: this line only
                 text = _quarantine_line(number, str(exc) if isinstance(exc, Reject) else f"{type(exc).__name__}: {exc}")
             try:
@@ -305,10 +341,12 @@ def cmd_replay(args) -> int:
     spark = get_spark("lakecdc-replay", master=args.master)
     summary = run_pipeline(spark, cfg, available_now=True, progress=_progress)
     counts = reconcile(spark, Warehouse.from_config(cfg))
-    print(f"replayed {src}: {counts['bronze_messages']} messages in bronze; {counts['changes']} with row changes, "
-          f"{counts['heartbeats']} heartbeats, {counts['ddl_log']} DDL, {counts['quarantine']} quarantined; "
-          f"this run applied {summary.applied} changes ({summary.stale} stale skipped, "
-          f"{summary.gold_quarantined} quarantined in gold)")
+    print(
+        f"replayed {src}: {counts['bronze_messages']} messages in bronze; {counts['changes']} with row changes, "
+        f"{counts['heartbeats']} heartbeats, {counts['ddl_log']} DDL, {counts['quarantine']} quarantined; "
+        f"this run applied {summary.applied} changes ({summary.stale} stale skipped, "
+        f"{summary.gold_quarantined} quarantined in gold)"
+    )
     return 0
 
 
@@ -382,8 +420,9 @@ def cmd_produce(args) -> int:
 
     bootstrap = args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or LocalBroker.status().get("bootstrap")
     if not bootstrap:
-        raise RuntimeError("no Kafka to produce to: pass --bootstrap, set KAFKA_BOOTSTRAP_SERVERS, "
-                           "or `lakecdc kafka up`")
+        raise RuntimeError(
+            "no Kafka to produce to: pass --bootstrap, set KAFKA_BOOTSTRAP_SERVERS, or `lakecdc kafka up`"
+        )
     if args.topic not in list_topics(bootstrap):
         create_topic(bootstrap, args.topic, partitions=3)
     history = generate_history(args.format, args.seed, n_changes=args.changes)
@@ -394,12 +433,14 @@ def cmd_produce(args) -> int:
         records.append((f"{change.db}.{change.table}:{key}".encode(), raw))
     began, sent, batch = time.monotonic(), 0, max(1, int(args.rate or len(records)))
     for start in range(0, len(records), batch):
-        sent += produce(bootstrap, args.topic, records[start:start + batch])
+        sent += produce(bootstrap, args.topic, records[start : start + batch])
         _progress(f"produced {sent}/{len(records)} messages to {args.topic}")
         if args.rate and start + batch < len(records):
             time.sleep(max(0.0, (start + batch) / args.rate - (time.monotonic() - began)))
-    print(f"produced {sent} {args.format} messages ({len(history.changes)} changes over {len(history.tables)} tables) "
-          f"to {args.topic} at {bootstrap}")
+    print(
+        f"produced {sent} {args.format} messages ({len(history.changes)} changes over {len(history.tables)} tables) "
+        f"to {args.topic} at {bootstrap}"
+    )
     return 0
 
 

@@ -29,22 +29,29 @@ Every error of a file is reported at once. Types are checked (a column type must
 knows), YAML aliases may not expand into a bomb, and a secret written as a literal is warned about.
 The module is longer than 400 lines because it validates every field of the file in one place.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
 from pipelines.errors import ConfigError
 from pipelines.formats import ALL_FORMAT_IDS
 from pipelines.formats.base import (
-    DEFAULT_MAX_DEPTH, DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_WIDTH, DecodeContext, TableSpec,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_ELEMENTS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_WIDTH,
+    DecodeContext,
+    TableSpec,
 )
 from pipelines.quality.rules import parse_duration, parse_expectations
 from pipelines.values import is_known_type
@@ -68,14 +75,27 @@ DEFAULT_INVALID_VALUE_POLICY = "null"
 STAGES = ("bronze", "silver", "gold")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _KAFKA_KEYS = {
-    "bootstrap_servers", "topics", "topic_pattern", "starting_offsets", "max_offsets_per_trigger",
-    "fail_on_data_loss", "security", "options",
+    "bootstrap_servers",
+    "topics",
+    "topic_pattern",
+    "starting_offsets",
+    "max_offsets_per_trigger",
+    "fail_on_data_loss",
+    "security",
+    "options",
 }
-_LIMITS = {"max_message_bytes": DEFAULT_MAX_MESSAGE_BYTES, "max_depth": DEFAULT_MAX_DEPTH,
-           "max_width": DEFAULT_MAX_WIDTH, "max_elements": DEFAULT_MAX_ELEMENTS}
+_LIMITS = {
+    "max_message_bytes": DEFAULT_MAX_MESSAGE_BYTES,
+    "max_depth": DEFAULT_MAX_DEPTH,
+    "max_width": DEFAULT_MAX_WIDTH,
+    "max_elements": DEFAULT_MAX_ELEMENTS,
+}
 #: A Spark trigger interval: ``10 seconds``, ``1 minute 30 seconds``, ``interval 500 milliseconds``.
-_INTERVAL_RE = re.compile(r"(?:interval\s+)?(?:\d+(?:\.\d+)?\s*"
-                          r"(?:microsecond|millisecond|second|minute|hour|day|week)s?(?:\s+|$))+", re.I | re.ASCII)
+_INTERVAL_RE = re.compile(
+    r"(?:interval\s+)?(?:\d+(?:\.\d+)?\s*"
+    r"(?:microsecond|millisecond|second|minute|hour|day|week)s?(?:\s+|$))+",
+    re.I | re.ASCII,
+)
 #: Extra YAML nodes that aliases may add (``<<: *defaults`` for every table stays far below it; a
 #: billion-laughs anchor, hundreds of millions of nodes, is refused before anything is built).
 YAML_ALIAS_BUDGET = 100_000
@@ -193,8 +213,13 @@ def _check_alias_expansion(root: yaml.Node, name: str) -> None:
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, leaving = stack.pop()
-        children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
-                    else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        children = (
+            [n for pair in node.value for n in pair]
+            if isinstance(node, yaml.MappingNode)
+            else list(node.value)
+            if isinstance(node, yaml.SequenceNode)
+            else []
+        )
         if leaving:
             sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
             entered.discard(id(node))
@@ -208,8 +233,10 @@ def _check_alias_expansion(root: yaml.Node, name: str) -> None:
         stack.extend((c, False) for c in children if id(c) not in sizes)
     extra = sizes[id(root)] - len(sizes)
     if extra > YAML_ALIAS_BUDGET:
-        raise ConfigError(f"{name}: YAML aliases expand to {extra} more nodes, over the limit of "
-                          f"{YAML_ALIAS_BUDGET} (an alias bomb?); write the repeated parts out")
+        raise ConfigError(
+            f"{name}: YAML aliases expand to {extra} more nodes, over the limit of "
+            f"{YAML_ALIAS_BUDGET} (an alias bomb?); write the repeated parts out"
+        )
 
 
 def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
@@ -217,15 +244,34 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     errors of a document are reported together (one ConfigError listing each)."""
     v = _Validator(origin)
     root = v.mapping(data, "")
-    v.only(root, "", {
-        "warehouse", "catalog", "schema", "checkpoints", "trigger", "processing_time", "limits",
-        "sources", "tables", "default_table", "format_options", "quality_checks", "schema_changes", "invalid_values",
-    })
+    v.only(
+        root,
+        "",
+        {
+            "warehouse",
+            "catalog",
+            "schema",
+            "checkpoints",
+            "trigger",
+            "processing_time",
+            "limits",
+            "sources",
+            "tables",
+            "default_table",
+            "format_options",
+            "quality_checks",
+            "schema_changes",
+            "invalid_values",
+        },
+    )
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits_raw, "limits", set(_LIMITS))
     limits = {k: v.positive_int(limits_raw.get(k, default), f"limits.{k}", default) for k, default in _LIMITS.items()}
-    sources = tuple(s for i, raw in enumerate(v.sequence(root.get("sources"), "sources"))
-                    if (s := v.source(raw, f"sources[{i}]")) is not None)
+    sources = tuple(
+        s
+        for i, raw in enumerate(v.sequence(root.get("sources"), "sources"))
+        if (s := v.source(raw, f"sources[{i}]")) is not None
+    )
     if root.get("sources") == []:
         v.fail("sources", "at least one source is required")
     names = [s.name for s in sources]
@@ -239,8 +285,10 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         v.fail("trigger", f"must be available_now or continuous, got {trigger!r}")
     processing_time = v.text(root.get("processing_time", "10 seconds"), "processing_time", "10 seconds")
     if not _INTERVAL_RE.fullmatch(processing_time.strip()):
-        v.fail("processing_time", f"must be a Spark trigger interval such as '10 seconds' or '1 minute', "
-                                  f"got {processing_time!r}")
+        v.fail(
+            "processing_time",
+            f"must be a Spark trigger interval such as '10 seconds' or '1 minute', got {processing_time!r}",
+        )
     catalog = v.text(root.get("catalog"), "catalog", None)
     schema = v.text(root.get("schema"), "schema", None)
     if bool(catalog) != bool(schema):
@@ -267,7 +315,9 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         format_options=format_options,
         quality_checks=v.boolean(root.get("quality_checks", True), "quality_checks", True),
         schema_changes=v.schema_policy(root.get("schema_changes", DEFAULT_SCHEMA_POLICY), "schema_changes"),
-        invalid_values=v.invalid_value_policy(root.get("invalid_values", DEFAULT_INVALID_VALUE_POLICY), "invalid_values"),
+        invalid_values=v.invalid_value_policy(
+            root.get("invalid_values", DEFAULT_INVALID_VALUE_POLICY), "invalid_values"
+        ),
         origin=origin,
     )
     _warn_literal_secrets(root, origin)
@@ -292,8 +342,10 @@ class _Validator:
         if len(self.errors) == 1:
             raise ConfigError(self.errors[0])
         if self.errors:
-            raise ConfigError(f"{self.origin}: {len(self.errors)} configuration errors:\n"
-                              + "\n".join(f"  - {e}" for e in self.errors))
+            raise ConfigError(
+                f"{self.origin}: {len(self.errors)} configuration errors:\n"
+                + "\n".join(f"  - {e}" for e in self.errors)
+            )
 
     def mapping(self, value: Any, where: str) -> dict:
         if not isinstance(value, dict):
@@ -329,8 +381,11 @@ class _Validator:
 
     def schema_policy(self, value: Any, where: str) -> str:
         if value not in SCHEMA_POLICIES:
-            self.fail(where, f"must be one of {', '.join(SCHEMA_POLICIES)} (what DROP COLUMN, RENAME and "
-                             f"narrowing do to the mirror), got {value!r:.80}")
+            self.fail(
+                where,
+                f"must be one of {', '.join(SCHEMA_POLICIES)} (what DROP COLUMN, RENAME and "
+                f"narrowing do to the mirror), got {value!r:.80}",
+            )
             return DEFAULT_SCHEMA_POLICY
         return value
 
@@ -338,8 +393,11 @@ class _Validator:
         if value is None:  # YAML reads an unquoted `null` as nothing: the user means the policy
             return "null"
         if value not in INVALID_VALUE_POLICIES:
-            self.fail(where, f"must be one of {', '.join(INVALID_VALUE_POLICIES)} (what a zero date or another "
-                             f"value the source holds as invalid becomes), got {value!r:.80}")
+            self.fail(
+                where,
+                f"must be one of {', '.join(INVALID_VALUE_POLICIES)} (what a zero date or another "
+                f"value the source holds as invalid becomes), got {value!r:.80}",
+            )
             return DEFAULT_INVALID_VALUE_POLICY
         return value
 
@@ -423,14 +481,26 @@ class _Validator:
                 offsets = json.loads(value)
             except ValueError:
                 offsets = None
-        valid = isinstance(offsets, dict) and bool(offsets) and all(
-            isinstance(topic, str) and isinstance(parts, dict) and parts and all(
-                str(part).isdigit() and isinstance(offset, int) and not isinstance(offset, bool) and offset >= -2
-                for part, offset in parts.items())
-            for topic, parts in offsets.items())
+        valid = (
+            isinstance(offsets, dict)
+            and bool(offsets)
+            and all(
+                isinstance(topic, str)
+                and isinstance(parts, dict)
+                and parts
+                and all(
+                    str(part).isdigit() and isinstance(offset, int) and not isinstance(offset, bool) and offset >= -2
+                    for part, offset in parts.items()
+                )
+                for topic, parts in offsets.items()
+            )
+        )
         if not valid:
-            self.fail(where, 'must be earliest, latest, or JSON offsets per partition such as '
-                             f'{{"topic": {{"0": 23, "1": -2}}}}, got {value!r:.80}')
+            self.fail(
+                where,
+                "must be earliest, latest, or JSON offsets per partition such as "
+                f'{{"topic": {{"0": 23, "1": -2}}}}, got {value!r:.80}',
+            )
             return "earliest"
         return value if isinstance(value, str) else json.dumps(offsets)
 
@@ -446,9 +516,12 @@ class _Validator:
         columns = {}
         for column, typ in self.mapping(t.get("columns") or {}, f"{where}.columns").items():
             if not isinstance(typ, str) or not is_known_type(typ):
-                self.fail(f"{where}.columns.{column}", f"unknown column type {typ!r:.80}: write a type as the "
-                          "source database names it (bigint, decimal(12,2), varchar(64), datetime, timestamp(6), "
-                          "blob, ...; any text type such as varchar or text is kept as STRING)")
+                self.fail(
+                    f"{where}.columns.{column}",
+                    f"unknown column type {typ!r:.80}: write a type as the "
+                    "source database names it (bigint, decimal(12,2), varchar(64), datetime, timestamp(6), "
+                    "blob, ...; any text type such as varchar or text is kept as STRING)",
+                )
             columns[str(column)] = str(typ)
         missing = [c for c in key if columns and c not in columns]
         if missing:
@@ -456,11 +529,19 @@ class _Validator:
         rules = self.rule(parse_expectations, t.get("expectations"), f"{self.origin}: {where}.expectations")
         policy = self.schema_policy(t["schema_changes"], f"{where}.schema_changes") if "schema_changes" in t else None
         target = self.text(t.get("target"), f"{where}.target", None)
-        invalid = (self.invalid_value_policy(t["invalid_values"], f"{where}.invalid_values")
-                   if "invalid_values" in t else None)
-        return TableConfig(name=name, key=key, columns=columns, target=target, expectations=tuple(rules or ()),
-                           schema_changes=policy, invalid_values=invalid,
-                           history=self.boolean(t.get("history", False), f"{where}.history"))
+        invalid = (
+            self.invalid_value_policy(t["invalid_values"], f"{where}.invalid_values") if "invalid_values" in t else None
+        )
+        return TableConfig(
+            name=name,
+            key=key,
+            columns=columns,
+            target=target,
+            expectations=tuple(rules or ()),
+            schema_changes=policy,
+            invalid_values=invalid,
+            history=self.boolean(t.get("history", False), f"{where}.history"),
+        )
 
 
 def _warn_literal_secrets(document: Any, origin: str) -> None:
@@ -477,10 +558,18 @@ def _warn_literal_secrets(document: Any, origin: str) -> None:
             path = f"{where}.{name}" if where else str(name)
             if isinstance(value, (dict, list)):
                 stack.append((path, value))
-            elif isinstance(value, str) and value.strip() and _is_secret_name(str(name)) \
-                    and not re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", value.strip()):
-                log.warning("%s: %s holds a secret written in the file; write ${VAR} and set the environment "
-                            "variable VAR instead", origin, path)
+            elif (
+                isinstance(value, str)
+                and value.strip()
+                and _is_secret_name(str(name))
+                and not re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", value.strip())
+            ):
+                log.warning(
+                    "%s: %s holds a secret written in the file; write ${VAR} and set the environment "
+                    "variable VAR instead",
+                    origin,
+                    path,
+                )
 
 
 def _is_secret_name(name: str) -> bool:

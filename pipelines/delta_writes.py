@@ -9,9 +9,10 @@ checkpoint is never mistaken for a retry.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from pipelines.layout import QUARANTINE_FIELDS
 
@@ -62,6 +63,4 @@ def quarantine_frame(df: DataFrame) -> DataFrame:
     """Shape any rows with reason/bronze_position into the quarantine table's columns."""
     from pyspark.sql import functions as F
 
-    return df.select(
-        *[F.col(c) if c in df.columns else F.lit(None).cast(t).alias(c) for c, t in QUARANTINE_FIELDS]
-    )
+    return df.select(*[F.col(c) if c in df.columns else F.lit(None).cast(t).alias(c) for c, t in QUARANTINE_FIELDS])

@@ -5,6 +5,7 @@ DECIMAL as exact decimal strings, binary as Base64, dates ``YYYY-MM-DD``, instan
 as ISO-8601 UTC ending in ``Z``, zone-less DATETIME without a zone, TIME as
 ``HH:MM:SS[.fraction]``, booleans, NULL as null. Lineage columns only on request.
 """
+
 from __future__ import annotations
 
 from pipelines.layout import SYSTEM_COLUMNS

@@ -39,8 +39,21 @@ DECODED_FIELDS: tuple[tuple[str, str], ...] = (
 #: The fields a decoder's :class:`~pipelines.formats.base.Change` fills (the rest come from bronze
 #: or from silver itself).
 CHANGE_FIELDS = (
-    "op", "db", "table", "schema", "key_columns", "before", "after", "changed", "col_types", "seq",
-    "event_time", "txn", "ddl", "detail", "invalid",
+    "op",
+    "db",
+    "table",
+    "schema",
+    "key_columns",
+    "before",
+    "after",
+    "changed",
+    "col_types",
+    "seq",
+    "event_time",
+    "txn",
+    "ddl",
+    "detail",
+    "invalid",
 )
 #: Bronze columns silver reads.
 BRONZE_COLUMNS = ("source", "format", "value", "position", "queue_pos", "ingest_time")
@@ -55,17 +68,56 @@ DECODED_DDL = ddl(DECODED_FIELDS)
 _TYPES = dict(DECODED_FIELDS)
 
 CHANGES_COLUMNS = (
-    "source", "format", "db", "schema", "table", "op", "key_columns", "before", "after", "changed",
-    "col_types", "seq", "queue_pos", "change_index", "event_time", "txn", "detail", "invalid",
-    "bronze_position", "ingest_time",
+    "source",
+    "format",
+    "db",
+    "schema",
+    "table",
+    "op",
+    "key_columns",
+    "before",
+    "after",
+    "changed",
+    "col_types",
+    "seq",
+    "queue_pos",
+    "change_index",
+    "event_time",
+    "txn",
+    "detail",
+    "invalid",
+    "bronze_position",
+    "ingest_time",
 )
 HEARTBEAT_COLUMNS = (
-    "source", "format", "db", "schema", "table", "op", "detail", "seq", "queue_pos", "event_time", "txn",
-    "bronze_position", "ingest_time",
+    "source",
+    "format",
+    "db",
+    "schema",
+    "table",
+    "op",
+    "detail",
+    "seq",
+    "queue_pos",
+    "event_time",
+    "txn",
+    "bronze_position",
+    "ingest_time",
 )
 DDL_COLUMNS = (
-    "source", "format", "db", "schema", "table", "ddl", "detail", "seq", "queue_pos", "event_time", "txn",
-    "bronze_position", "ingest_time",
+    "source",
+    "format",
+    "db",
+    "schema",
+    "table",
+    "ddl",
+    "detail",
+    "seq",
+    "queue_pos",
+    "event_time",
+    "txn",
+    "bronze_position",
+    "ingest_time",
 )
 #: The quarantine table: silver and gold both write it. ``stage`` says which; ``rule`` and
 #: ``bad_value`` name the data-quality rule and value that sent a change there.

@@ -3,13 +3,14 @@
 A restarted stage resumes from its checkpoint; what it had committed is not redone
 (bronze: the Delta sink's own log; silver and gold: idempotent Delta commits).
 """
+
 from __future__ import annotations
 
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pipelines.bronze import start_bronze
 from pipelines.config import STAGES, PipelineConfig
@@ -38,8 +39,14 @@ class RunSummary:
     data_docs: str | None = None
 
 
-def run_pipeline(spark, cfg: PipelineConfig, stages: tuple[str, ...] = STAGES, available_now: bool = True,
-                 progress: Callable[[str], None] = lambda msg: None, stop_after: float | None = None) -> RunSummary:
+def run_pipeline(
+    spark,
+    cfg: PipelineConfig,
+    stages: tuple[str, ...] = STAGES,
+    available_now: bool = True,
+    progress: Callable[[str], None] = lambda msg: None,
+    stop_after: float | None = None,
+) -> RunSummary:
     """Run the named stages in flow order. ``available_now`` runs each until caught up, one after
     the other; otherwise all run together until stopped (Ctrl-C, a failure, or ``stop_after`` seconds)."""
     wh = Warehouse.from_config(cfg)
@@ -81,7 +88,11 @@ def run_pipeline(spark, cfg: PipelineConfig, stages: tuple[str, ...] = STAGES, a
         for q in queries:
             _raise_if_failed(q)
         summary.stages = ordered
-    summary.applied, summary.stale, summary.gold_quarantined = gold_stats.applied, gold_stats.stale, gold_stats.quarantined
+    summary.applied, summary.stale, summary.gold_quarantined = (
+        gold_stats.applied,
+        gold_stats.stale,
+        gold_stats.quarantined,
+    )
     if "gold" in ordered and cfg.quality_checks and wh.catalog is None:
         progress("data quality: built-in CDC checks on every mirror ...")
         run_cdc_checks(spark, cfg, wh, summary)
@@ -110,15 +121,27 @@ def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummar
         if mirror.where("_op != 'SNAPSHOT'").limit(1).count() == 0:
             # the mirror holds only full-load rows: reconcile it with what the full load delivered
             identity = props.get(SOURCE_IDENTITY_PROPERTY)
-            holds = (source_table_col() == identity) if identity else \
-                (F.concat_ws(".", "db", "table") == props.get("lakecdc.source_table", name))  # written before identities
+            holds = (
+                (source_table_col() == identity)
+                if identity
+                else (F.concat_ws(".", "db", "table") == props.get("lakecdc.source_table", name))
+            )  # written before identities
             snapshot = changes.where("op = 'SNAPSHOT'").where(holds)
             if snapshot.limit(1).count():
                 checks.append("reconcile")
             else:
                 snapshot = None
-        rows += cdc_checks(spark, name, mirror, key, run_id=run_id, heartbeats_df=heartbeats,
-                           freshness_threshold=thresholds, snapshot_df=snapshot, checks=tuple(checks))
+        rows += cdc_checks(
+            spark,
+            name,
+            mirror,
+            key,
+            run_id=run_id,
+            heartbeats_df=heartbeats,
+            freshness_threshold=thresholds,
+            snapshot_df=snapshot,
+            checks=tuple(checks),
+        )
     summary.dq_results = write_results(spark, wh, rows)
     summary.dq_failed = sum(1 for r in rows if r.get("success") is False)
     summary.data_docs = build_data_docs(warehouse=wh)
@@ -140,8 +163,9 @@ def _await(query) -> None:
     try:
         query.awaitTermination()
     except StreamingQueryException as exc:
-        raise RuntimeError(f"stream {query.name} failed: {exc.getMessage() if hasattr(exc, 'getMessage') else exc}") \
-            from None
+        raise RuntimeError(
+            f"stream {query.name} failed: {exc.getMessage() if hasattr(exc, 'getMessage') else exc}"
+        ) from None
     _raise_if_failed(query)
 
 

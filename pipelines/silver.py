@@ -14,10 +14,11 @@ Reconciliation per message: every bronze row yields at least one silver row, and
 Each micro-batch is written with Delta's idempotent ``txnAppId``/``txnVersion``, so a
 batch retried after a crash is never appended twice.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 from pipelines.config import PipelineConfig
 from pipelines.delta_writes import append_idempotent, quarantine_frame, run_id
@@ -45,8 +46,9 @@ def seq_text(seq: tuple[int, ...]) -> str:
     for c in seq:
         text = f"{int(c):020d}"
         if len(text) > MAX_SEQ_DIGITS or text.startswith("-"):
-            raise Reject(f"ordering component {text[:40]} is not a non-negative integer of at most "
-                         f"{MAX_SEQ_DIGITS} digits")
+            raise Reject(
+                f"ordering component {text[:40]} is not a non-negative integer of at most {MAX_SEQ_DIGITS} digits"
+            )
         parts.append(text)
     return ".".join(parts)
 
@@ -84,13 +86,21 @@ def quarantine_reason(reason: str) -> str:
 def decoded_rows(bronze: dict, changes: list[Change] | None, reason: str | None) -> Iterator[dict]:
     """The silver rows of one bronze message (a quarantine row when ``reason`` is set)."""
     base = {
-        "source": bronze["source"], "format": bronze["format"], "bronze_position": bronze["position"],
-        "queue_pos": bronze["queue_pos"], "ingest_time": bronze["ingest_time"],
+        "source": bronze["source"],
+        "format": bronze["format"],
+        "bronze_position": bronze["position"],
+        "queue_pos": bronze["queue_pos"],
+        "ingest_time": bronze["ingest_time"],
     }
     if reason is not None:
         raw = bronze.get("value")
-        yield {**base, "kind": "quarantine", "reason": quarantine_reason(reason), "change_index": 0,
-               "raw_excerpt": raw[:RAW_EXCERPT_BYTES] if raw is not None else None}
+        yield {
+            **base,
+            "kind": "quarantine",
+            "reason": quarantine_reason(reason),
+            "change_index": 0,
+            "raw_excerpt": raw[:RAW_EXCERPT_BYTES] if raw is not None else None,
+        }
         return
     if not changes:
         # Consumed but nothing to apply (e.g. a half of a split update the decoder keeps): a progress event.
@@ -157,8 +167,9 @@ def _arrow_batch(messages: list[tuple[dict, list[dict]]]):
             pa.RecordBatch.from_pylist(rows, schema=schema)
             kept.extend(rows)
         except Exception as exc:  # noqa: BLE001
-            kept.extend(decoded_rows(bronze, None, f"silver cannot store the decoded change: "
-                                                   f"{type(exc).__name__}: {exc}"))
+            kept.extend(
+                decoded_rows(bronze, None, f"silver cannot store the decoded change: {type(exc).__name__}: {exc}")
+            )
     return pa.RecordBatch.from_pylist(kept, schema=schema)
 
 
@@ -170,6 +181,7 @@ def decode_frame(df, cfg: PipelineConfig):
 
 
 # ---------------------------------------------------------------- writing the four tables
+
 
 def _event_time(col):
     from pyspark.sql import functions as F
@@ -188,17 +200,26 @@ def write_silver_batch(spark, batch_df, batch_id: int, wh: Warehouse, app_id: st
             counts[row["kind"]] = row["count"]
         outputs = {
             "changes": batch_df.where("kind = 'change'").select(
-                *[_event_time("event_time") if c == "event_time" else c for c in CHANGES_COLUMNS]),
+                *[_event_time("event_time") if c == "event_time" else c for c in CHANGES_COLUMNS]
+            ),
             "heartbeats": batch_df.where("kind = 'heartbeat'").select(
-                *[_event_time("event_time") if c == "event_time" else c for c in HEARTBEAT_COLUMNS]),
+                *[_event_time("event_time") if c == "event_time" else c for c in HEARTBEAT_COLUMNS]
+            ),
             "ddl_log": batch_df.where("kind = 'ddl'").select(
-                *[_event_time("event_time") if c == "event_time" else c for c in DDL_COLUMNS]),
+                *[_event_time("event_time") if c == "event_time" else c for c in DDL_COLUMNS]
+            ),
             "quarantine": quarantine_frame(batch_df.where("kind = 'quarantine'").withColumn("stage", F.lit("silver"))),
         }
         for name, frame in outputs.items():
             append_idempotent(frame, wh.silver(name), f"{app_id}-{name}", batch_id)
-        log.info("silver batch %d: %d changes, %d heartbeats, %d ddl, %d quarantined", batch_id,
-                 counts["change"], counts["heartbeat"], counts["ddl"], counts["quarantine"])
+        log.info(
+            "silver batch %d: %d changes, %d heartbeats, %d ddl, %d quarantined",
+            batch_id,
+            counts["change"],
+            counts["heartbeat"],
+            counts["ddl"],
+            counts["quarantine"],
+        )
         return counts
     finally:
         batch_df.unpersist()
@@ -246,10 +267,16 @@ def reconcile(spark, wh: Warehouse) -> dict[str, int]:
         if name == "quarantine":
             df = df.where("stage = 'silver'")
         out[name] = df.select("bronze_position").distinct().count()
-    out["accounted"] = wh.silver("changes").read(spark).select("bronze_position").union(
-        wh.silver("heartbeats").read(spark).select("bronze_position")).union(
-        wh.silver("ddl_log").read(spark).select("bronze_position")).union(
-        wh.silver("quarantine").read(spark).where("stage = 'silver'").select("bronze_position")).distinct().count()
+    out["accounted"] = (
+        wh.silver("changes")
+        .read(spark)
+        .select("bronze_position")
+        .union(wh.silver("heartbeats").read(spark).select("bronze_position"))
+        .union(wh.silver("ddl_log").read(spark).select("bronze_position"))
+        .union(wh.silver("quarantine").read(spark).where("stage = 'silver'").select("bronze_position"))
+        .distinct()
+        .count()
+    )
     return out
 
 

@@ -24,6 +24,7 @@ Build and cache dirs never depend on where the package is installed (an installe
 would write into site-packages): ``$LAKECDC_BUILD_DIR``, else ``./build`` under the current
 working directory, with a per-cache env var on top (``$LAKECDC_IVY_DIR``, ...).
 """
+
 from __future__ import annotations
 
 import json
@@ -135,8 +136,11 @@ def resolved_jars(ivy: Path) -> list[str]:
             known = json.loads(record.read_text())
         except (OSError, ValueError):
             known = {}
-        if {k: known.get(k) for k in wanted} == wanted and known.get("jars") \
-                and all(Path(jar).is_file() for jar in known["jars"]):
+        if (
+            {k: known.get(k) for k in wanted} == wanted
+            and known.get("jars")
+            and all(Path(jar).is_file() for jar in known["jars"])
+        ):
             return known["jars"]
         jars = _resolve(ivy, wanted["packages"], wanted["excludes"])
         partial = record.with_suffix(".part")
@@ -162,20 +166,32 @@ def _resolve(ivy: Path, packages: list[str], excludes: list[str]) -> list[str]:
 
     log_file = build_dir() / "logs" / "jar-resolution.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    print(f"[lakecdc] resolving Delta and Kafka jars from Maven Central into {_shown(ivy)} (first run only)…",
-          file=sys.stderr, flush=True)
+    print(
+        f"[lakecdc] resolving Delta and Kafka jars from Maven Central into {_shown(ivy)} (first run only)…",
+        file=sys.stderr,
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="lakecdc-resolve-") as tmp:
         script, listing = Path(tmp, "list_jars.py"), Path(tmp, "jars.json")
         script.write_text(_LIST_JARS_SCRIPT)
         command = [
-            str(Path(_find_spark_home(), "bin", "spark-submit")), "--master", "local[1]",
-            "--conf", f"spark.jars.ivy={ivy}",
-            "--conf", f"spark.jars.packages={','.join(packages)}",
-            "--conf", f"spark.jars.excludes={','.join(excludes)}",
-            "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.driver.host=127.0.0.1",
-            "--conf", "spark.driver.bindAddress=127.0.0.1",
-            str(script), str(listing),
+            str(Path(_find_spark_home(), "bin", "spark-submit")),
+            "--master",
+            "local[1]",
+            "--conf",
+            f"spark.jars.ivy={ivy}",
+            "--conf",
+            f"spark.jars.packages={','.join(packages)}",
+            "--conf",
+            f"spark.jars.excludes={','.join(excludes)}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            "--conf",
+            "spark.driver.bindAddress=127.0.0.1",
+            str(script),
+            str(listing),
         ]
         with open(log_file, "wb") as out:
             out.write(("$ " + " ".join(command) + "\n").encode())
@@ -183,8 +199,10 @@ def _resolve(ivy: Path, packages: list[str], excludes: list[str]) -> list[str]:
             done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         if done.returncode != 0 or not listing.exists():
             sys.stderr.write(log_file.read_text(errors="replace"))
-            raise RuntimeError(f"could not resolve the Delta and Kafka jars (spark-submit exited with "
-                               f"{done.returncode}); its output is above and in {log_file}")
+            raise RuntimeError(
+                f"could not resolve the Delta and Kafka jars (spark-submit exited with "
+                f"{done.returncode}); its output is above and in {log_file}"
+            )
         uris = json.loads(listing.read_text())
     return [unquote(urlparse(uri).path) if uri.startswith("file:") else uri for uri in uris]
 
@@ -226,8 +244,9 @@ _LOCAL_CONF = {
 }
 
 
-def get_spark(app_name: str = "lakecdc", *, master: str | None = None,
-              extra_conf: dict[str, str] | None = None) -> SparkSession:
+def get_spark(
+    app_name: str = "lakecdc", *, master: str | None = None, extra_conf: dict[str, str] | None = None
+) -> SparkSession:
     """The session to run on: the existing one (Databricks), else one built on the master and settings
     given from outside (module docstring), else the embedded ``local[2]`` one."""
     from pyspark import SparkContext
@@ -242,8 +261,12 @@ def get_spark(app_name: str = "lakecdc", *, master: str | None = None,
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # the JVM started this Python: spark-submit
     outside = _submitted_conf() if submitted else _defaults_file_conf()
     if master is None and not submitted:
-        master = os.environ.get("SPARK_MASTER") or os.environ.get("LAKECDC_SPARK_MASTER") \
-            or outside.get("spark.master") or "local[2]"
+        master = (
+            os.environ.get("SPARK_MASTER")
+            or os.environ.get("LAKECDC_SPARK_MASTER")
+            or outside.get("spark.master")
+            or "local[2]"
+        )
     if master is not None:
         outside.pop("spark.master", None)  # an explicit master wins over the defaults file
     local = (master or outside.get("spark.master", "local")).startswith("local")
@@ -311,7 +334,8 @@ def _require_delta_on_driver() -> None:
         raise RuntimeError(
             "Delta Lake's jar is not on the driver's classpath: run spark-submit with "
             f"--packages {delta_package()},{kafka_package()} (from Maven Central) or with "
-            '--jars "$(python -m pipelines.spark jars)" (the jars a local run cached)')
+            '--jars "$(python -m pipelines.spark jars)" (the jars a local run cached)'
+        )
 
 
 def _defaults_file_conf() -> dict[str, str]:
@@ -331,6 +355,7 @@ def _defaults_file_conf() -> dict[str, str]:
             pair = re.match(r"(\S+?)(?:\s*[=:]\s*|\s+)(.*)$", line)
             conf[pair.group(1) if pair else line] = pair.group(2).strip() if pair else ""
     return conf
+
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["jars"]:

@@ -2,10 +2,11 @@
 
 Covers the column types silver and bronze use; each schema is written once, as Spark DDL.
 """
+
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 
 def _split_top(text: str) -> list[str]:
@@ -30,8 +31,15 @@ def _arrow_type(spec: str):
 
     s = spec.strip()
     upper = s.upper()
-    simple = {"STRING": pa.string(), "INT": pa.int32(), "BIGINT": pa.int64(), "BINARY": pa.binary(),
-              "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(), "TIMESTAMP": pa.timestamp("us", tz="UTC")}
+    simple = {
+        "STRING": pa.string(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+        "BINARY": pa.binary(),
+        "BOOLEAN": pa.bool_(),
+        "DOUBLE": pa.float64(),
+        "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+    }
     if upper in simple:
         return simple[upper]
     if upper.startswith("ARRAY<"):
@@ -53,7 +61,7 @@ def _field(text: str):
     return pa.field(m.group(1), _arrow_type(m.group(2)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def arrow_schema_of(ddl: str):
     import pyarrow as pa
 

@@ -28,14 +28,15 @@ The module is longer than 400 lines on purpose: it is the one contract that deco
 export share (type names → families → mirror types, and the canonicalisers of each family);
 split, it would be two halves of one table.
 """
+
 from __future__ import annotations
 
 import base64
 import binascii
 import re
-from functools import lru_cache
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from pipelines.errors import InvalidValue, Reject
@@ -45,39 +46,153 @@ EPOCH_DATE = date(1970, 1, 1)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 _INT_TYPES = {
-    "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "int8", "int16", "int32",
-    "int64", "int2", "int4", "long", "short", "byte", "serial", "bigserial", "smallserial", "year",
+    "tinyint",
+    "smallint",
+    "mediumint",
+    "int",
+    "integer",
+    "bigint",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "int2",
+    "int4",
+    "long",
+    "short",
+    "byte",
+    "serial",
+    "bigserial",
+    "smallserial",
+    "year",
 }
-_SMALL_INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "int8", "int16", "int32",
-                    "int2", "int4", "short", "byte", "serial", "smallserial", "year"}
+_SMALL_INT_TYPES = {
+    "tinyint",
+    "smallint",
+    "mediumint",
+    "int",
+    "integer",
+    "int8",
+    "int16",
+    "int32",
+    "int2",
+    "int4",
+    "short",
+    "byte",
+    "serial",
+    "smallserial",
+    "year",
+}
 _DECIMAL_TYPES = {"decimal", "numeric", "number", "dec", "bigdecimal", "money"}
-_FLOAT_TYPES = {"float", "double", "real", "double precision", "float4", "float8", "float32", "float64",
-                "binary_float", "binary_double"}
+_FLOAT_TYPES = {
+    "float",
+    "double",
+    "real",
+    "double precision",
+    "float4",
+    "float8",
+    "float32",
+    "float64",
+    "binary_float",
+    "binary_double",
+}
 _BOOL_TYPES = {"bool", "boolean"}
-_BYTES_TYPES = {"blob", "tinyblob", "mediumblob", "longblob", "binary", "varbinary", "bytea", "raw",
-                "long raw", "bytes", "image", "bfile", "bit"}  # OMS writes BIT as Base64 (seeds 000, 001)
+_BYTES_TYPES = {
+    "blob",
+    "tinyblob",
+    "mediumblob",
+    "longblob",
+    "binary",
+    "varbinary",
+    "bytea",
+    "raw",
+    "long raw",
+    "bytes",
+    "image",
+    "bfile",
+    "bit",
+}  # OMS writes BIT as Base64 (seeds 000, 001)
 _DATETIME_TYPES = {"datetime", "timestamp without time zone", "smalldatetime", "datetime2"}
-_TIMESTAMP_TYPES = {"timestamp", "timestamptz", "timestamp with time zone",
-                    "timestamp with local time zone", "instant"}
+_TIMESTAMP_TYPES = {"timestamp", "timestamptz", "timestamp with time zone", "timestamp with local time zone", "instant"}
 _JSON_TYPES = {"json", "jsonb"}
 #: Type names whose values are kept as text (family ``string``) on purpose; any other name that
 #: :func:`family` reads as text is unknown to lakecdc (configuration refuses it: ``bignt``).
-TEXT_TYPES = frozenset({
-    # MySQL / OceanBase (OMS writes VAR_STRING in __light_type; DataWorks and Debezium write string)
-    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "string", "var_string",
-    "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
-    "geometrycollection",
-    # PostgreSQL / GaussDB
-    "character", "character varying", "bpchar", "name", "citext", "uuid", "xml", "inet", "cidr", "macaddr",
-    "macaddr8", "tsvector", "tsquery", "interval", "bit varying", "varbit", "hstore", "line", "lseg", "box",
-    "path", "circle", "int4range", "int8range", "numrange", "tsrange", "tstzrange", "daterange", "oid",
-    "time with time zone", "timetz",
-    # Oracle
-    "varchar2", "nvarchar2", "nchar", "clob", "nclob", "rowid", "urowid", "xmltype", "interval year to month",
-    "interval day to second", "zoned_datetime", "interval_day_to_second", "interval_year_to_month",
-    # SQL Server
-    "nvarchar", "ntext", "uniqueidentifier", "sql_variant", "hierarchyid", "datetimeoffset",
-})
+TEXT_TYPES = frozenset(
+    {
+        # MySQL / OceanBase (OMS writes VAR_STRING in __light_type; DataWorks and Debezium write string)
+        "char",
+        "varchar",
+        "tinytext",
+        "text",
+        "mediumtext",
+        "longtext",
+        "enum",
+        "set",
+        "string",
+        "var_string",
+        "geometry",
+        "point",
+        "linestring",
+        "polygon",
+        "multipoint",
+        "multilinestring",
+        "multipolygon",
+        "geometrycollection",
+        # PostgreSQL / GaussDB
+        "character",
+        "character varying",
+        "bpchar",
+        "name",
+        "citext",
+        "uuid",
+        "xml",
+        "inet",
+        "cidr",
+        "macaddr",
+        "macaddr8",
+        "tsvector",
+        "tsquery",
+        "interval",
+        "bit varying",
+        "varbit",
+        "hstore",
+        "line",
+        "lseg",
+        "box",
+        "path",
+        "circle",
+        "int4range",
+        "int8range",
+        "numrange",
+        "tsrange",
+        "tstzrange",
+        "daterange",
+        "oid",
+        "time with time zone",
+        "timetz",
+        # Oracle
+        "varchar2",
+        "nvarchar2",
+        "nchar",
+        "clob",
+        "nclob",
+        "rowid",
+        "urowid",
+        "xmltype",
+        "interval year to month",
+        "interval day to second",
+        "zoned_datetime",
+        "interval_day_to_second",
+        "interval_year_to_month",
+        # SQL Server
+        "nvarchar",
+        "ntext",
+        "uniqueidentifier",
+        "sql_variant",
+        "hierarchyid",
+        "datetimeoffset",
+    }
+)
 
 #: Names this long or shorter are memoised; a longer one is parsed again (no cache holds hostile text).
 _CACHED_TYPE_CHARS = 128
@@ -103,8 +218,12 @@ def _split_zone_suffix(words: list[str]) -> tuple[list[str], str | None]:
     """``[..., 'with', 'local', 'time', 'zone']`` → (the words before, ``'with local time zone'``)."""
     for size in (4, 3):
         tail = words[-size:]
-        if len(words) >= size and tail[0] in ("with", "without") and tail[-2:] == ["time", "zone"] \
-                and (size == 3 or tail[1] == "local"):
+        if (
+            len(words) >= size
+            and tail[0] in ("with", "without")
+            and tail[-2:] == ["time", "zone"]
+            and (size == 3 or tail[1] == "local")
+        ):
             return words[:-size], " ".join(tail)
     return words, None
 
@@ -256,7 +375,7 @@ def _decimal(text: str, what: str) -> Decimal:
 
 def canon_int(value: object) -> str:
     text = str(value).strip()
-    if re.fullmatch(r"[+-]?\d{1,%d}" % MAX_NUMBER_CHARS, text, re.ASCII):
+    if re.fullmatch(rf"[+-]?\d{{1,{MAX_NUMBER_CHARS}}}", text, re.ASCII):
         return str(int(text))
     d = _decimal(text, "an integer")
     if d != d.to_integral_value():

@@ -15,14 +15,15 @@ is :class:`SourceTable` (db, schema, table) exactly as the source names it, case
 :func:`safe_name` maps it to ``[a-z0-9_]`` INJECTIVELY: two different source tables never share a
 mirror, and no name can leave the warehouse (``..``, ``/``) or break SQL.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from pipelines.sql import q as quote_ident
 
@@ -132,14 +133,19 @@ class TableRef:
 
 
 class Warehouse:
-    def __init__(self, root: str | None = "./warehouse", catalog: str | None = None, schema: str | None = None,
-                 checkpoints: str | None = None) -> None:
+    def __init__(
+        self,
+        root: str | None = "./warehouse",
+        catalog: str | None = None,
+        schema: str | None = None,
+        checkpoints: str | None = None,
+    ) -> None:
         self.catalog, self.schema = catalog, schema
         self.root = str(Path(root).resolve()) if root and not catalog else root
         self.checkpoint_root = checkpoints or f"{self.root}/_checkpoints"
 
     @classmethod
-    def from_config(cls, cfg) -> "Warehouse":
+    def from_config(cls, cfg) -> Warehouse:
         return cls(cfg.warehouse, cfg.catalog, cfg.schema, cfg.checkpoints)
 
     def _ref(self, layer: str, name: str) -> TableRef:
@@ -196,8 +202,11 @@ class Warehouse:
         tables, paths = [], [f"{self.checkpoint_root}/{layer}" for layer in layers]
         if self.catalog:
             rows = spark.sql(f"SHOW TABLES IN {quote_ident(self.catalog)}.{quote_ident(self.schema)}").collect()
-            tables = [TableRef(name=f"{self.catalog}.{self.schema}.{r['tableName']}") for r in rows
-                      if r["tableName"].startswith(tuple(f"{layer}_" for layer in layers))]
+            tables = [
+                TableRef(name=f"{self.catalog}.{self.schema}.{r['tableName']}")
+                for r in rows
+                if r["tableName"].startswith(tuple(f"{layer}_" for layer in layers))
+            ]
         else:
             paths = [str(Path(self.root) / layer) for layer in layers] + paths
         return tables, [p for p in paths if Path(p).exists()]
@@ -210,5 +219,6 @@ class Warehouse:
         gold = Path(self.root or ".") / "gold"
         if not gold.is_dir():
             return []
-        return sorted(str(p) for p in gold.iterdir() if p.is_dir() and not p.name.startswith("_")
-                      and (p / "_delta_log").is_dir())
+        return sorted(
+            str(p) for p in gold.iterdir() if p.is_dir() and not p.name.startswith("_") and (p / "_delta_log").is_dir()
+        )

@@ -8,6 +8,7 @@ gold and the data-quality checks). After the last kill one run goes to completio
 mirror must equal the reference model over all messages, with no duplicate in bronze or silver.
 Prints what it did and the result; exits 1 on any difference.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,7 +46,7 @@ def main() -> int:
     (work / "landing").mkdir(parents=True)
     conf_path = work / "pipeline.yaml"
     conf_path.write_text(yaml.safe_dump(conf))
-    chunks = {s: [lines[i::args.kills] for i in range(args.kills)] for s, lines in messages.items()}
+    chunks = {s: [lines[i :: args.kills] for i in range(args.kills)] for s, lines in messages.items()}
     began = time.monotonic()
     for round_ in range(args.kills):
         for source, parts in chunks.items():
@@ -53,8 +54,12 @@ def main() -> int:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{round_:04d}.jsonl").write_bytes(b"\n".join(parts[round_]) + b"\n")
         delay = rng.uniform(3, 75)
-        proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", "--conf", str(conf_path), "--once"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.cli", "run", "--conf", str(conf_path), "--once"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout=delay)
             note = f"finished before the kill ({delay:.0f} s)"
@@ -89,12 +94,16 @@ def main() -> int:
     dup_bronze = bronze.count() - bronze.select("position").distinct().count()
     dup_changes = changes.count() - changes.select("bronze_position", "change_index").distinct().count()
     sent = sum(map(len, messages.values()))
-    print(f"{args.kills} rounds in {time.monotonic() - began:.0f} s; bronze {bronze.count()} of {sent} messages, "
-          f"{dup_bronze} duplicates; silver changes {changes.count()}, {dup_changes} duplicates")
+    print(
+        f"{args.kills} rounds in {time.monotonic() - began:.0f} s; bronze {bronze.count()} of {sent} messages, "
+        f"{dup_bronze} duplicates; silver changes {changes.count()}, {dup_changes} duplicates"
+    )
     for table in sorted(expected):
         same = exported.get(table) == expected[table]
-        print(f"  {table}: {len(exported.get(table, []))} rows, model {len(expected[table])}: "
-              f"{'equal' if same else 'DIFFERENT'}")
+        print(
+            f"  {table}: {len(exported.get(table, []))} rows, model {len(expected[table])}: "
+            f"{'equal' if same else 'DIFFERENT'}"
+        )
     ok = exported == expected and dup_bronze == 0 and dup_changes == 0 and bronze.count() == sent
     print("PASS: mirrors equal the model, no duplicates, no holes" if ok else "FAIL")
     return 0 if ok else 1

@@ -1,4 +1,5 @@
 """Shared fixtures. Unit tests never start Spark; Spark tests share one local session."""
+
 from __future__ import annotations
 
 import os

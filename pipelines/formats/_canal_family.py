@@ -24,45 +24,115 @@ Rules shared by every format of the family (format modules override the small ho
 The module is longer than 400 lines because it is the single definition (values, decoder and
 encoder) of the shape that five formats share.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from pipelines.errors import InvalidValue
 from pipelines.formats.base import (
-    Change, DecodeContext, Image, JsonDecoder, Num, Reject, canon_image, dumps_exact, optional, seq_int,
+    Change,
+    DecodeContext,
+    Image,
+    JsonDecoder,
+    Num,
+    Reject,
+    canon_image,
+    dumps_exact,
+    optional,
+    seq_int,
 )
 from pipelines.values import (
-    INT64_MAX, INT64_MIN, canon_base64, canon_instant, canonical, family, instant_from_epoch,
-    parse_datetime_text, parse_type, time_zone,
+    INT64_MAX,
+    INT64_MIN,
+    canon_base64,
+    canon_instant,
+    canonical,
+    family,
+    instant_from_epoch,
+    parse_datetime_text,
+    parse_type,
+    time_zone,
 )
 
 #: java.sql.Types → the nearest MySQL type name (used only where mysqlType is silent).
 JDBC_TYPES = {
-    -7: "bit", -6: "tinyint", 5: "smallint", 4: "integer", -5: "bigint", 6: "float", 7: "real",
-    8: "double", 2: "numeric", 3: "decimal", 1: "char", 12: "varchar", -1: "text", -15: "nchar",
-    -9: "nvarchar", -16: "text", 2005: "clob", 2011: "nclob", -2: "binary", -3: "varbinary",
-    -4: "longblob", 2004: "blob", 91: "date", 92: "time", 93: "timestamp", 16: "boolean",
+    -7: "bit",
+    -6: "tinyint",
+    5: "smallint",
+    4: "integer",
+    -5: "bigint",
+    6: "float",
+    7: "real",
+    8: "double",
+    2: "numeric",
+    3: "decimal",
+    1: "char",
+    12: "varchar",
+    -1: "text",
+    -15: "nchar",
+    -9: "nvarchar",
+    -16: "text",
+    2005: "clob",
+    2011: "nclob",
+    -2: "binary",
+    -3: "varbinary",
+    -4: "longblob",
+    2004: "blob",
+    91: "date",
+    92: "time",
+    93: "timestamp",
+    16: "boolean",
     2014: "timestamp with time zone",
 }
-_JDBC_BY_FAMILY = {"int": -5, "uint64": -5, "decimal": 3, "float": 8, "bool": 16, "bytes": 2004,
-                   "date": 91, "datetime": 93, "timestamp": 93, "time": 92}
+_JDBC_BY_FAMILY = {
+    "int": -5,
+    "uint64": -5,
+    "decimal": 3,
+    "float": 8,
+    "bool": 16,
+    "bytes": 2004,
+    "date": 91,
+    "datetime": 93,
+    "timestamp": 93,
+    "time": 92,
+}
 
 #: Signed bit width of MySQL integer types (values up to the unsigned range are accepted:
 #: OMS drops UNSIGNED from mysqlType).
-_INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32,
-             "bigint": 64, "int64": 64, "long": 64}
+_INT_BITS = {
+    "tinyint": 8,
+    "smallint": 16,
+    "mediumint": 24,
+    "int": 32,
+    "integer": 32,
+    "bigint": 64,
+    "int64": 64,
+    "long": 64,
+}
 
 _EPOCH_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
 _JSON_NUMBER_RE = re.compile(r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$")
 
 ROW_TYPES = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE"}
 DDL_TYPES = frozenset({"CREATE", "ALTER", "ERASE", "DROP", "RENAME", "CINDEX", "DINDEX", "QUERY", "DDL"})
-HEARTBEAT_TYPES = frozenset({"MHEARTBEAT", "HEARTBEAT", "GTID", "XACOMMIT", "XAROLLBACK", "BEGIN",
-                             "COMMIT", "TRANSACTIONBEGIN", "TRANSACTIONEND"})
+HEARTBEAT_TYPES = frozenset(
+    {
+        "MHEARTBEAT",
+        "HEARTBEAT",
+        "GTID",
+        "XACOMMIT",
+        "XAROLLBACK",
+        "BEGIN",
+        "COMMIT",
+        "TRANSACTIONBEGIN",
+        "TRANSACTIONEND",
+    }
+)
 
 _SAFETY_NET = (KeyError, TypeError, ValueError, AttributeError, ArithmeticError, IndexError, OverflowError)
 
@@ -89,15 +159,19 @@ class RowCodec:
         return epoch_seconds_text(instant)
 
     # -- decoding
-    def canon_row(self, row: Any, types: Mapping[str, str], ctx: DecodeContext, what: str,
-                  overrides: dict[str, str]) -> dict[str, str | None]:
+    def canon_row(
+        self, row: Any, types: Mapping[str, str], ctx: DecodeContext, what: str, overrides: dict[str, str]
+    ) -> dict[str, str | None]:
         if not isinstance(row, dict):
             raise Reject(f"each element of '{what}' should be an object of column values")
-        return canon_image(((str(col), val) for col, val in row.items()),
-                           lambda col, val: self.canon_value(col, types.get(col), val, ctx, overrides))
+        return canon_image(
+            ((str(col), val) for col, val in row.items()),
+            lambda col, val: self.canon_value(col, types.get(col), val, ctx, overrides),
+        )
 
-    def canon_value(self, col: str, source_type: str | None, value: Any, ctx: DecodeContext,
-                    overrides: dict[str, str]) -> str | None:
+    def canon_value(
+        self, col: str, source_type: str | None, value: Any, ctx: DecodeContext, overrides: dict[str, str]
+    ) -> str | None:
         try:
             return self._canon(col, source_type, value, ctx, overrides)
         except InvalidValue:
@@ -105,8 +179,9 @@ class RowCodec:
         except Reject as exc:
             raise Reject(f"column '{col}' ({source_type or 'untyped'}): {exc}") from None
 
-    def _canon(self, col: str, source_type: str | None, value: Any, ctx: DecodeContext,
-               overrides: dict[str, str]) -> str | None:
+    def _canon(
+        self, col: str, source_type: str | None, value: Any, ctx: DecodeContext, overrides: dict[str, str]
+    ) -> str | None:
         if value is None:
             return None
         if not source_type:
@@ -150,12 +225,14 @@ class RowCodec:
         return out
 
     # -- encoding
-    def encode_row(self, image: Mapping[str, str | None], types: Mapping[str, str], ctx: DecodeContext,
-                   numbers: bool = False) -> dict[str, Any]:
+    def encode_row(
+        self, image: Mapping[str, str | None], types: Mapping[str, str], ctx: DecodeContext, numbers: bool = False
+    ) -> dict[str, Any]:
         return {col: self.encode_value(val, types.get(col), ctx, numbers) for col, val in image.items()}
 
-    def encode_value(self, value: str | None, source_type: str | None, ctx: DecodeContext,
-                     numbers: bool = False) -> Any:
+    def encode_value(
+        self, value: str | None, source_type: str | None, ctx: DecodeContext, numbers: bool = False
+    ) -> Any:
         if value is None:
             return None
         fam = family(source_type) if source_type else None
@@ -253,8 +330,9 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         name = vendor_op.upper()
         db = optional(obj, "database", str) or None
         table = optional(obj, "table", str) or None
-        common = dict(db=db, table=table, seq=self.seq(obj), event_time=self.event_time(obj),
-                      txn=self.txn(obj), detail=vendor_op)
+        common = dict(
+            db=db, table=table, seq=self.seq(obj), event_time=self.event_time(obj), txn=self.txn(obj), detail=vendor_op
+        )
         if name in HEARTBEAT_TYPES:
             return [Change("HEARTBEAT", **common)]
         if name in DDL_TYPES or name in self.extra_ddl_types:
@@ -292,9 +370,9 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
                 overrides: dict[str, str] = {}
                 before = self.canon_row(raw, types, ctx, where, overrides)
                 check_key(key, before, key_source)
-                changes.append(Change("DELETE", key_columns=key, before=before,
-                                      col_types={**types, **overrides} or None,
-                                      **common))
+                changes.append(
+                    Change("DELETE", key_columns=key, before=before, col_types={**types, **overrides} or None, **common)
+                )
             return changes
         if not data:
             raise Reject(f"{common['detail']} message carries no row in 'data'")
@@ -308,9 +386,11 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
                 old_row = self.canon_row(old[i], types, ctx, "old", overrides) if old else {}
                 before = overlay_before(after, old_row, "old")
             check_key(key, after, key_source)
-            changes.append(Change(op, key_columns=key, before=before, after=after,
-                                  col_types={**types, **overrides} or None,
-                                  **common))
+            changes.append(
+                Change(
+                    op, key_columns=key, before=before, after=after, col_types={**types, **overrides} or None, **common
+                )
+            )
         return changes
 
     def delete_rows(self, data: list | None, old: list | None) -> tuple[list, str]:
@@ -324,8 +404,10 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         rows = data if self.delete_row_in == "data" else old
         if not rows:
             other = "old" if self.delete_row_in == "data" else "data"
-            raise Reject(f"{self.format_id} DELETE carries the deleted row in '{self.delete_row_in}', which is "
-                         f"empty{self.delete_hint if (data if other == 'data' else old) else ''}")
+            raise Reject(
+                f"{self.format_id} DELETE carries the deleted row in '{self.delete_row_in}', which is "
+                f"empty{self.delete_hint if (data if other == 'data' else old) else ''}"
+            )
         return rows, self.delete_row_in
 
     def key(self, obj: dict[str, Any], db: str | None, table: str | None, ctx: DecodeContext) -> tuple[str, ...]:
@@ -393,8 +475,9 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         rows_ok = change.op in ("INSERT", "UPDATE", "DELETE", "SNAPSHOT")
         msg["pkNames"] = list(change.key_columns) if rows_ok and change.key_columns else None
         msg["mysqlType"] = types if rows_ok and types else None
-        msg["sqlType"] = ({c: Num(str(_JDBC_BY_FAMILY.get(family(t), 12))) for c, t in types.items()}
-                          if rows_ok and types else None)
+        msg["sqlType"] = (
+            {c: Num(str(_JDBC_BY_FAMILY.get(family(t), 12))) for c, t in types.items()} if rows_ok and types else None
+        )
         data = old = None
         if change.op == "DELETE":
             row = [self.encode_row(change.before or {}, types, ctx)]

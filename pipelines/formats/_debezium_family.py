@@ -24,6 +24,7 @@ sending a number); else the schema's primitive type; else (payload-only, nothing
 the exact JSON text. A date/time column may also arrive as text (``2022-11-15``): it is then
 read as text (lenient; the encoder uses this for values finer than the wire unit).
 """
+
 from __future__ import annotations
 
 import base64
@@ -32,7 +33,14 @@ from typing import Any
 
 from pipelines import values as V
 from pipelines.formats.base import (
-    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, seq_int,
+    Change,
+    DecodeContext,
+    JsonDecoder,
+    Num,
+    Reject,
+    dumps_exact,
+    optional,
+    seq_int,
 )
 
 #: Debezium ``op`` → canonical op (seed 000: c, u, d, HEARTBEAT; r and t are standard Debezium).
@@ -40,8 +48,15 @@ OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE", "r": "SNAPSHOT", "t": "TRUNC
 
 #: Debezium primitive schema type → the source-type name we report (one values.family knows).
 PRIMITIVE_TYPES = {
-    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "float32": "float",
-    "float64": "double", "boolean": "boolean", "string": "string", "bytes": "bytes",
+    "int8": "tinyint",
+    "int16": "smallint",
+    "int32": "int",
+    "int64": "bigint",
+    "float32": "float",
+    "float64": "double",
+    "boolean": "boolean",
+    "string": "string",
+    "bytes": "bytes",
 }
 #: Debezium / Kafka Connect logical ``name`` → (reported type, wire unit).
 LOGICAL_TYPES = {
@@ -77,12 +92,18 @@ def schema_types(schema: Any, image: str) -> dict[str, tuple[str, str | None, di
             for f in part["fields"]:
                 if isinstance(f, dict) and isinstance(f.get("field"), str):
                     params = f.get("parameters") if isinstance(f.get("parameters"), dict) else {}
-                    out[f["field"]] = (str(f.get("type") or "").lower(), str(f.get("name") or "").lower() or None, params)
+                    out[f["field"]] = (
+                        str(f.get("type") or "").lower(),
+                        str(f.get("name") or "").lower() or None,
+                        params,
+                    )
             return out
     return {}
 
 
-def resolve_type(column: str, declared: tuple[str, str | None, dict] | None, configured: dict[str, str]) -> tuple[str | None, str]:
+def resolve_type(
+    column: str, declared: tuple[str, str | None, dict] | None, configured: dict[str, str]
+) -> tuple[str | None, str]:
     """(reported type, wire unit) of one column; see the module docstring for the precedence."""
     if declared and declared[1] in LOGICAL_TYPES:
         reported, unit = LOGICAL_TYPES[declared[1]]
@@ -145,7 +166,9 @@ def _time_from_nanos(value: Any) -> str:
     return V.time_from_micros(secs * 10**6) + (f".{frac:09d}".rstrip("0") if frac else "")
 
 
-def canonical_image(image: Any, name: str, declared: dict, configured: dict[str, str]) -> tuple[dict | None, dict[str, str]]:
+def canonical_image(
+    image: Any, name: str, declared: dict, configured: dict[str, str]
+) -> tuple[dict | None, dict[str, str]]:
     """A Debezium image object → (canonical image, column types used)."""
     if image is None:
         return None, {}
@@ -160,7 +183,9 @@ def canonical_image(image: Any, name: str, declared: dict, configured: dict[str,
         except Reject as exc:
             raise Reject(f"column '{col}' ({reported or 'untyped'}) in '{name}': {exc}") from None
         except (ValueError, ArithmeticError, MemoryError) as exc:  # e.g. an int "1E999999999" (values.canon_int)
-            raise Reject(f"column '{col}' ({reported or 'untyped'}) in '{name}': unusable value ({type(exc).__name__})") from None
+            raise Reject(
+                f"column '{col}' ({reported or 'untyped'}) in '{name}': unusable value ({type(exc).__name__})"
+            ) from None
         if reported:
             types[col] = reported
     return out, types
@@ -204,7 +229,9 @@ def primitive_of(col_type: str) -> str:
         return {"tinyint": "int8", "smallint": "int16", "int": "int32", "integer": "int32"}.get(base, "int64")
     if fam == "float":
         return "float32" if V.parse_type(col_type)[0] == "float" else "float64"
-    return {"bool": "boolean", "bytes": "bytes", "date": "int32", "time": "int64", "datetime": "int64"}.get(fam, "string")
+    return {"bool": "boolean", "bytes": "bytes", "date": "int32", "time": "int64", "datetime": "int64"}.get(
+        fam, "string"
+    )
 
 
 # ---------------------------------------------------------------- envelope
@@ -213,12 +240,16 @@ def primitive_of(col_type: str) -> str:
 class DebeziumEnvelopeDecoder(JsonDecoder):
     """Decodes one Debezium envelope {op, before, after, source, ts_ms}; subclasses find it in the message."""
 
-    ordering = ("source.pos 'A@B' → (B, A): B is the checkpoint's epoch seconds; or standard "
-                "Debezium source.file/pos/row → (binlog file number, pos, row); required on c/u/d/t, "
-                "none on snapshot rows (r) and heartbeats")
+    ordering = (
+        "source.pos 'A@B' → (B, A): B is the checkpoint's epoch seconds; or standard "
+        "Debezium source.file/pos/row → (binlog file number, pos, row); required on c/u/d/t, "
+        "none on snapshot rows (r) and heartbeats"
+    )
     table_and_key = "source.db / source.table; key from configuration (the message carries none)"
-    type_mapping = ("Debezium logical schema names, else configured source types, else the schema's "
-                    "primitive types; BYTES Base16, DATE days, TIME µs, DATETIME ms, TIMESTAMP ...Z, DECIMAL text")
+    type_mapping = (
+        "Debezium logical schema names, else configured source types, else the schema's "
+        "primitive types; BYTES Base16, DATE days, TIME µs, DATETIME ms, TIMESTAMP ...Z, DECIMAL text"
+    )
 
     def envelope(self, obj: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         """(envelope, schema or None) of a message."""
@@ -241,8 +272,18 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
         txn_obj = optional(env, "transaction", dict)
         txn = str(txn_obj["id"]) if txn_obj and txn_obj.get("id") is not None else None
         if op == "HEARTBEAT":
-            return [Change(op="HEARTBEAT", db=db, table=table, schema=pg_schema, seq=seq,
-                           event_time=event_time, txn=txn, detail=op_text)]
+            return [
+                Change(
+                    op="HEARTBEAT",
+                    db=db,
+                    table=table,
+                    schema=pg_schema,
+                    seq=seq,
+                    event_time=event_time,
+                    txn=txn,
+                    detail=op_text,
+                )
+            ]
         if not table:
             raise Reject(f"row change ({op_text}) without source.table")
         if not seq and op != "SNAPSHOT":
@@ -261,15 +302,31 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
         if op == "DELETE":
             after = None
         types = {**tb, **ta}
-        return [Change(op=op, db=db, table=table, schema=pg_schema, key_columns=ctx.key_columns(db, table),
-                       before=before, after=after, col_types=types or None, seq=seq,
-                       event_time=event_time, txn=txn, detail=op_text)]
+        return [
+            Change(
+                op=op,
+                db=db,
+                table=table,
+                schema=pg_schema,
+                key_columns=ctx.key_columns(db, table),
+                before=before,
+                after=after,
+                col_types=types or None,
+                seq=seq,
+                event_time=event_time,
+                txn=txn,
+                detail=op_text,
+            )
+        ]
 
     # ------------------------------------------------------------ encode
 
     def build_envelope(self, change: Change) -> dict[str, Any]:
-        op_text = change.detail if change.detail and OPS.get(change.detail.lower()) == change.op else \
-            {v: k for k, v in OPS.items()}.get(change.op)
+        op_text = (
+            change.detail
+            if change.detail and OPS.get(change.detail.lower()) == change.op
+            else {v: k for k, v in OPS.items()}.get(change.op)
+        )
         if op_text is None:
             raise ValueError(f"Debezium cannot express op {change.op}")
         if op_text == "heartbeat":
@@ -286,7 +343,9 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
         if len(change.seq) == 2:
             source["pos"] = f"{change.seq[1]}@{change.seq[0]}"
         elif len(change.seq) == 3:
-            source.update(file=f"mysql-bin.{change.seq[0]:06d}", pos=Num(str(change.seq[1])), row=Num(str(change.seq[2])))
+            source.update(
+                file=f"mysql-bin.{change.seq[0]:06d}", pos=Num(str(change.seq[1])), row=Num(str(change.seq[2]))
+            )
         elif len(change.seq) == 1:
             source["pos"] = Num(str(change.seq[0]))
         env: dict[str, Any] = {"op": op_text, "source": source}
@@ -311,13 +370,33 @@ def schema_for(change: Change) -> dict[str, Any]:
     cols = list(dict.fromkeys([*(change.before or {}), *(change.after or {})]))
     fields = [{"field": c, "optional": True, "type": primitive_of(types[c])} for c in cols if c in types]
     image = [{"field": part, "optional": True, "type": "struct", "fields": fields} for part in ("before", "after")]
-    source = {"field": "source", "optional": False, "type": "struct", "fields": [
-        {"field": f, "optional": False, "type": t} for f, t in
-        (("version", "string"), ("connector", "string"), ("name", "string"), ("ts_ms", "int64"),
-         ("db", "string"), ("table", "string"), ("pos", "string"))]}
-    return {"optional": False, "type": "struct", "fields": [*image, source,
+    source = {
+        "field": "source",
+        "optional": False,
+        "type": "struct",
+        "fields": [
+            {"field": f, "optional": False, "type": t}
+            for f, t in (
+                ("version", "string"),
+                ("connector", "string"),
+                ("name", "string"),
+                ("ts_ms", "int64"),
+                ("db", "string"),
+                ("table", "string"),
+                ("pos", "string"),
+            )
+        ],
+    }
+    return {
+        "optional": False,
+        "type": "struct",
+        "fields": [
+            *image,
+            source,
             {"field": "op", "optional": False, "type": "string"},
-            {"field": "ts_ms", "optional": False, "type": "int64"}]}
+            {"field": "ts_ms", "optional": False, "type": "int64"},
+        ],
+    }
 
 
 def _epoch_ms(instant: str) -> str:
@@ -339,8 +418,11 @@ def _ordering(source: dict[str, Any]) -> tuple[int, ...]:
     file_name = source.get("file")
     if isinstance(file_name, str) and pos is not None:
         digits = file_name.rpartition(".")[2]
-        return (seq_int(digits, "source.file"), seq_int(pos, "source.pos"),
-                seq_int(source.get("row") if source.get("row") is not None else 0, "source.row"))
+        return (
+            seq_int(digits, "source.file"),
+            seq_int(pos, "source.pos"),
+            seq_int(source.get("row") if source.get("row") is not None else 0, "source.row"),
+        )
     if pos is None or pos == "":
         return ()
     if isinstance(pos, str) and "@" in pos:

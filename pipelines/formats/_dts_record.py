@@ -32,6 +32,7 @@ Decisions:
 The module is longer than 400 lines because it holds Record.avsc (both generations), its decoder
 and its encoder: the one definition that two formats share.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -63,8 +64,11 @@ VALUE_TYPES = [
     _rec("Decimal", ("value", _STR), ("precision", "int"), ("scale", "int")),
     _rec("Float", ("value", "double"), ("precision", "int"), ("scale", "int")),
     _rec("Timestamp", ("timestamp", "long"), ("millis", "int")),
-    {"type": "record", "name": "DateTime", "fields": [_nullable_int(n) for n in
-                                                      ("year", "month", "day", "hour", "minute", "second", "millis")]},
+    {
+        "type": "record",
+        "name": "DateTime",
+        "fields": [_nullable_int(n) for n in ("year", "month", "day", "hour", "minute", "second", "millis")],
+    },
     _rec("TimestampWithTimeZone", ("value", "DateTime"), ("timezone", _STR)),
     _rec("BinaryGeometry", ("type", _STR), ("value", "bytes")),
     _rec("TextGeometry", ("type", _STR), ("value", _STR)),
@@ -72,73 +76,233 @@ VALUE_TYPES = [
     _rec("TextObject", ("type", _STR), ("value", _STR)),
     {"type": "enum", "name": "EmptyObject", "symbols": ["NULL", "NONE"]},
 ]
-OPERATIONS = ["INSERT", "UPDATE", "DELETE", "DDL", "BEGIN", "COMMIT", "ROLLBACK", "ABORT", "HEARTBEAT",
-              "CHECKPOINT", "COMMAND", "FILL", "FINISH", "CONTROL", "RDB", "NOOP", "INIT"]
-SOURCE_TYPES = ["MySQL", "Oracle", "SQLServer", "PostgreSQL", "MongoDB", "Redis", "DB2", "PPAS", "DRDS",
-                "HBASE", "HDFS", "FILE", "OTHER"]
+OPERATIONS = [
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "DDL",
+    "BEGIN",
+    "COMMIT",
+    "ROLLBACK",
+    "ABORT",
+    "HEARTBEAT",
+    "CHECKPOINT",
+    "COMMAND",
+    "FILL",
+    "FINISH",
+    "CONTROL",
+    "RDB",
+    "NOOP",
+    "INIT",
+]
+SOURCE_TYPES = [
+    "MySQL",
+    "Oracle",
+    "SQLServer",
+    "PostgreSQL",
+    "MongoDB",
+    "Redis",
+    "DB2",
+    "PPAS",
+    "DRDS",
+    "HBASE",
+    "HDFS",
+    "FILE",
+    "OTHER",
+]
 
 #: Record.avsc, older generation (no bornTimestamp).
 RECORD_SCHEMA: dict[str, Any] = {
-    "type": "record", "name": "Record", "namespace": "com.alibaba.dts.formats.avro", "fields": [
+    "type": "record",
+    "name": "Record",
+    "namespace": "com.alibaba.dts.formats.avro",
+    "fields": [
         {"name": "version", "type": "int"},
         {"name": "id", "type": "long"},
         {"name": "sourceTimestamp", "type": "long"},
         {"name": "sourcePosition", "type": _STR},
         {"name": "safeSourcePosition", "type": _STR, "default": ""},
         {"name": "sourceTxid", "type": _STR, "default": ""},
-        {"name": "source", "type": _rec("Source", ("sourceType", {"type": "enum", "name": "SourceType",
-                                                                  "symbols": SOURCE_TYPES}), ("version", _STR))},
+        {
+            "name": "source",
+            "type": _rec(
+                "Source",
+                ("sourceType", {"type": "enum", "name": "SourceType", "symbols": SOURCE_TYPES}),
+                ("version", _STR),
+            ),
+        },
         {"name": "operation", "type": {"type": "enum", "name": "Operation", "symbols": OPERATIONS}},
         {"name": "objectName", "type": ["null", _STR], "default": None},
         {"name": "processTimestamps", "type": ["null", {"type": "array", "items": "long"}], "default": None},
         {"name": "tags", "type": {"type": "map", "values": _STR}, "default": {}},
-        {"name": "fields", "type": ["null", _STR, {"type": "array", "items": _rec(
-            "Field", ("name", _STR), ("dataTypeNumber", "int"))}], "default": None},
-        {"name": "beforeImages", "type": ["null", _STR, {"type": "array", "items": ["null", *VALUE_TYPES]}],
-         "default": None},
-        {"name": "afterImages", "type": ["null", _STR, {"type": "array", "items": [
-            "null", *[t["name"] for t in VALUE_TYPES]]}], "default": None},
-    ]}
+        {
+            "name": "fields",
+            "type": [
+                "null",
+                _STR,
+                {"type": "array", "items": _rec("Field", ("name", _STR), ("dataTypeNumber", "int"))},
+            ],
+            "default": None,
+        },
+        {
+            "name": "beforeImages",
+            "type": ["null", _STR, {"type": "array", "items": ["null", *VALUE_TYPES]}],
+            "default": None,
+        },
+        {
+            "name": "afterImages",
+            "type": ["null", _STR, {"type": "array", "items": ["null", *[t["name"] for t in VALUE_TYPES]]}],
+            "default": None,
+        },
+    ],
+}
 #: Newer generation: one trailing field.
-RECORD_SCHEMA_BORN: dict[str, Any] = {**RECORD_SCHEMA, "fields": [
-    *RECORD_SCHEMA["fields"], {"name": "bornTimestamp", "type": "long", "default": 0}]}
+RECORD_SCHEMA_BORN: dict[str, Any] = {
+    **RECORD_SCHEMA,
+    "fields": [*RECORD_SCHEMA["fields"], {"name": "bornTimestamp", "type": "long", "default": 0}],
+}
 
 PARSED = fastavro.parse_schema(json.loads(json.dumps(RECORD_SCHEMA)))
 PARSED_BORN = fastavro.parse_schema(json.loads(json.dumps(RECORD_SCHEMA_BORN)))
 
 #: MySQL protocol type numbers (``dataTypeNumber``) → type names.
 MYSQL_TYPES = {
-    0: "decimal", 1: "tinyint", 2: "smallint", 3: "int", 4: "float", 5: "double", 6: "null", 7: "timestamp",
-    8: "bigint", 9: "mediumint", 10: "date", 11: "time", 12: "datetime", 13: "year", 14: "date",
-    15: "varchar", 16: "bit", 17: "timestamp", 18: "datetime", 19: "time", 245: "json", 246: "decimal",
-    247: "enum", 248: "set", 249: "tinyblob", 250: "mediumblob", 251: "longblob", 252: "blob",
-    253: "varchar", 254: "char", 255: "geometry",
+    0: "decimal",
+    1: "tinyint",
+    2: "smallint",
+    3: "int",
+    4: "float",
+    5: "double",
+    6: "null",
+    7: "timestamp",
+    8: "bigint",
+    9: "mediumint",
+    10: "date",
+    11: "time",
+    12: "datetime",
+    13: "year",
+    14: "date",
+    15: "varchar",
+    16: "bit",
+    17: "timestamp",
+    18: "datetime",
+    19: "time",
+    245: "json",
+    246: "decimal",
+    247: "enum",
+    248: "set",
+    249: "tinyblob",
+    250: "mediumblob",
+    251: "longblob",
+    252: "blob",
+    253: "varchar",
+    254: "char",
+    255: "geometry",
 }
-_TYPE_NUMBERS = {"decimal": 246, "tinyint": 1, "smallint": 2, "int": 3, "float": 4, "double": 5,
-                 "timestamp": 7, "bigint": 8, "mediumint": 9, "date": 10, "time": 11, "datetime": 12,
-                 "year": 13, "varchar": 15, "bit": 16, "json": 245, "enum": 247, "set": 248,
-                 "tinyblob": 249, "mediumblob": 250, "longblob": 251, "blob": 252, "char": 254,
-                 "geometry": 255}
-_KIND_TYPES = {"Integer": "bigint", "Decimal": "decimal", "Float": "double", "Character": "varchar",
-               "Timestamp": "timestamp", "TimestampWithTimeZone": "timestamp with time zone",
-               "BinaryObject": "blob", "BinaryGeometry": "geometry", "TextGeometry": "geometry"}
+_TYPE_NUMBERS = {
+    "decimal": 246,
+    "tinyint": 1,
+    "smallint": 2,
+    "int": 3,
+    "float": 4,
+    "double": 5,
+    "timestamp": 7,
+    "bigint": 8,
+    "mediumint": 9,
+    "date": 10,
+    "time": 11,
+    "datetime": 12,
+    "year": 13,
+    "varchar": 15,
+    "bit": 16,
+    "json": 245,
+    "enum": 247,
+    "set": 248,
+    "tinyblob": 249,
+    "mediumblob": 250,
+    "longblob": 251,
+    "blob": 252,
+    "char": 254,
+    "geometry": 255,
+}
+_KIND_TYPES = {
+    "Integer": "bigint",
+    "Decimal": "decimal",
+    "Float": "double",
+    "Character": "varchar",
+    "Timestamp": "timestamp",
+    "TimestampWithTimeZone": "timestamp with time zone",
+    "BinaryObject": "blob",
+    "BinaryGeometry": "geometry",
+    "TextGeometry": "geometry",
+}
 #: Character set names DTS writes (MySQL's, and Oracle's for Oracle sources) → Python text codecs.
-CHARSETS = {"utf8mb4": "utf-8", "utf8": "utf-8", "utf8mb3": "utf-8", "latin1": "cp1252", "ascii": "ascii",
-            "gbk": "gbk", "gb2312": "gb2312", "gb18030": "gb18030", "big5": "big5", "ucs2": "utf-16-be",
-            "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be", "ujis": "euc-jp",
-            "sjis": "shift_jis", "cp932": "cp932", "euckr": "euc-kr", "latin2": "iso8859-2", "greek": "iso8859-7",
-            "cp1250": "cp1250", "cp1251": "cp1251", "cp1256": "cp1256", "cp1257": "cp1257", "cp850": "cp850",
-            "cp852": "cp852", "cp866": "cp866", "koi8r": "koi8-r", "koi8u": "koi8-u", "latin5": "iso8859-9",
-            "latin7": "iso8859-13", "hebrew": "iso8859-8", "tis620": "tis-620", "macroman": "mac-roman",
-            "macce": "mac-latin2", "eucjpms": "euc-jp",
-            "al32utf8": "utf-8", "al16utf16": "utf-16-be", "zhs16gbk": "gbk", "zhs32gb18030": "gb18030",
-            "zht16big5": "big5", "ja16sjis": "shift_jis", "ja16euc": "euc-jp", "ko16mswin949": "cp949",
-            "we8iso8859p1": "latin-1", "we8mswin1252": "cp1252", "ee8iso8859p2": "iso8859-2", "us7ascii": "ascii"}
+CHARSETS = {
+    "utf8mb4": "utf-8",
+    "utf8": "utf-8",
+    "utf8mb3": "utf-8",
+    "latin1": "cp1252",
+    "ascii": "ascii",
+    "gbk": "gbk",
+    "gb2312": "gb2312",
+    "gb18030": "gb18030",
+    "big5": "big5",
+    "ucs2": "utf-16-be",
+    "utf16": "utf-16-be",
+    "utf16le": "utf-16-le",
+    "utf32": "utf-32-be",
+    "ujis": "euc-jp",
+    "sjis": "shift_jis",
+    "cp932": "cp932",
+    "euckr": "euc-kr",
+    "latin2": "iso8859-2",
+    "greek": "iso8859-7",
+    "cp1250": "cp1250",
+    "cp1251": "cp1251",
+    "cp1256": "cp1256",
+    "cp1257": "cp1257",
+    "cp850": "cp850",
+    "cp852": "cp852",
+    "cp866": "cp866",
+    "koi8r": "koi8-r",
+    "koi8u": "koi8-u",
+    "latin5": "iso8859-9",
+    "latin7": "iso8859-13",
+    "hebrew": "iso8859-8",
+    "tis620": "tis-620",
+    "macroman": "mac-roman",
+    "macce": "mac-latin2",
+    "eucjpms": "euc-jp",
+    "al32utf8": "utf-8",
+    "al16utf16": "utf-16-be",
+    "zhs16gbk": "gbk",
+    "zhs32gb18030": "gb18030",
+    "zht16big5": "big5",
+    "ja16sjis": "shift_jis",
+    "ja16euc": "euc-jp",
+    "ko16mswin949": "cp949",
+    "we8iso8859p1": "latin-1",
+    "we8mswin1252": "cp1252",
+    "ee8iso8859p2": "iso8859-2",
+    "us7ascii": "ascii",
+}
 #: The text codecs a charset may name (also by a Python alias such as ``UTF-8``); anything else, such
 #: as ``rot13``, ``hex`` or ``zlib`` (bytes-to-bytes or text-to-text codecs), is an unknown charset.
 TEXT_CODECS = frozenset(codecs.lookup(name).name for name in CHARSETS.values())
-CONTROL_OPS = {"BEGIN", "COMMIT", "ROLLBACK", "ABORT", "HEARTBEAT", "CHECKPOINT", "COMMAND", "FILL", "FINISH",
-               "CONTROL", "RDB", "NOOP"}
+CONTROL_OPS = {
+    "BEGIN",
+    "COMMIT",
+    "ROLLBACK",
+    "ABORT",
+    "HEARTBEAT",
+    "CHECKPOINT",
+    "COMMAND",
+    "FILL",
+    "FINISH",
+    "CONTROL",
+    "RDB",
+    "NOOP",
+}
 _ROW_OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "INIT": "SNAPSHOT"}
 ABSENT = object()
 
@@ -265,7 +429,9 @@ def image_value(item: Any) -> tuple[Any, str | None]:
             raise Reject(f"TimestampWithTimeZone needs a date and a time, got a {fam} value")
         return V.canon_instant(text.replace("T", " ") + " " + body["timezone"]), "timestamp with time zone"
     if kind in ("BinaryObject", "BinaryGeometry"):
-        return V.base64_from_bytes(body["value"]), _KIND_TYPES[kind] if kind != "BinaryObject" else (body["type"] or "blob").lower()
+        return V.base64_from_bytes(body["value"]), _KIND_TYPES[kind] if kind != "BinaryObject" else (
+            body["type"] or "blob"
+        ).lower()
     if kind in ("TextObject", "TextGeometry"):
         return body["value"], (body["type"] or "text").lower() if kind == "TextObject" else "geometry"
     raise Reject(f"unknown image value kind {kind}")
@@ -282,8 +448,10 @@ class DtsRecordDecoder(Decoder):
     binary = True
     ordering = "id (seq = (id,)); sourcePosition is a coarser checkpoint, not used"
     table_and_key = "objectName 'db.table' (or db.schema.table); key from tags.pk_uk_info, else configuration"
-    type_mapping = ("Avro image records: Integer, Decimal (every digit), Float, Character (by charset), "
-                    "Timestamp/DateTime, BinaryObject → Base64, TextObject; types from dataTypeNumber")
+    type_mapping = (
+        "Avro image records: Integer, Decimal (every digit), Float, Character (by charset), "
+        "Timestamp/DateTime, BinaryObject → Base64, TextObject; types from dataTypeNumber"
+    )
 
     def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:
         self.check_size(raw, ctx)
@@ -337,12 +505,16 @@ class DtsRecordDecoder(Decoder):
         image = after if after is not None else before
         changed = tuple(image) if image is not None and len(image) < len(names) else None
         key = _pk_uk(rec.get("tags") or {}) or ctx.key_columns(db, table)
-        return [Change(op=op, key_columns=key, before=before, after=after, changed=changed,
-                       col_types=types or None, **common)]
+        return [
+            Change(
+                op=op, key_columns=key, before=before, after=after, changed=changed, col_types=types or None, **common
+            )
+        ]
 
     @staticmethod
-    def _image(items: Any, fields: list, part: str, mysql: bool, configured: dict[str, str],
-               types: dict[str, str]) -> dict[str, str | None] | None:
+    def _image(
+        items: Any, fields: list, part: str, mysql: bool, configured: dict[str, str], types: dict[str, str]
+    ) -> dict[str, str | None] | None:
         if items is None:
             return None
         if not isinstance(items, list):
@@ -361,8 +533,12 @@ class DtsRecordDecoder(Decoder):
             if value is ABSENT:
                 continue
             out[col] = value
-            col_type = configured.get(col) or (MYSQL_TYPES.get(field["dataTypeNumber"]) if mysql else None) \
-                or types.get(col) or kind_type
+            col_type = (
+                configured.get(col)
+                or (MYSQL_TYPES.get(field["dataTypeNumber"]) if mysql else None)
+                or types.get(col)
+                or kind_type
+            )
             if col_type in ("decimal",) and kind_type and kind_type.startswith("decimal("):
                 col_type = kind_type
             if col_type == "bigint" and value is not None and not configured.get(col) and int(value) > V.INT64_MAX:
@@ -433,14 +609,22 @@ def _avro_value(value: str | None, col_type: str | None) -> Any:
         return (NS + "Float", {"value": float(value), "precision": 0, "scale": 0})
     if fam == "bytes":
         import base64
+
         if base == "binary":
             return (NS + "Character", {"charset": "binary", "value": base64.b64decode(value)})
         return (NS + "BinaryObject", {"type": base.upper(), "value": base64.b64decode(value)})
     if fam in ("date", "time", "datetime"):
         dt, frac, _ = V.parse_datetime_text(value if fam != "time" else "1970-01-01 " + value)
         micros = int((frac or "0").ljust(6, "0")[:6])
-        parts = {"year": dt.year, "month": dt.month, "day": dt.day, "hour": dt.hour, "minute": dt.minute,
-                 "second": dt.second, "millis": micros}
+        parts = {
+            "year": dt.year,
+            "month": dt.month,
+            "day": dt.day,
+            "hour": dt.hour,
+            "minute": dt.minute,
+            "second": dt.second,
+            "millis": micros,
+        }
         if fam == "date":
             parts.update(hour=None, minute=None, second=None, millis=None)
         if fam == "time":
@@ -457,9 +641,18 @@ def _avro_value(value: str | None, col_type: str | None) -> Any:
 
 def to_record(change: Change) -> dict[str, Any]:
     """A Change → a Record dict (for fastavro)."""
-    operation = change.detail if change.detail in OPERATIONS else \
-        {"SNAPSHOT": "INIT", "INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "DDL": "DDL",
-         "HEARTBEAT": "HEARTBEAT"}.get(change.op)
+    operation = (
+        change.detail
+        if change.detail in OPERATIONS
+        else {
+            "SNAPSHOT": "INIT",
+            "INSERT": "INSERT",
+            "UPDATE": "UPDATE",
+            "DELETE": "DELETE",
+            "DDL": "DDL",
+            "HEARTBEAT": "HEARTBEAT",
+        }.get(change.op)
+    )
     if operation is None:
         raise ValueError(f"DTS Avro cannot express op {change.op}")
     object_name = ".".join(p for p in (change.db, change.schema, change.table) if p) or None
@@ -468,11 +661,20 @@ def to_record(change: Change) -> dict[str, Any]:
         dt, _, _ = V.parse_datetime_text(change.event_time)
         secs = int((dt - V.datetime(1970, 1, 1)).total_seconds())
     rec: dict[str, Any] = {
-        "version": 1, "id": change.seq[0] if change.seq else 0, "sourceTimestamp": secs,
-        "sourcePosition": str(secs) if secs else "", "safeSourcePosition": "", "sourceTxid": change.txn or "",
-        "source": {"sourceType": "MySQL", "version": "OBMySQL"}, "operation": operation,
-        "objectName": object_name, "processTimestamps": None, "tags": {}, "fields": None,
-        "beforeImages": None, "afterImages": None,
+        "version": 1,
+        "id": change.seq[0] if change.seq else 0,
+        "sourceTimestamp": secs,
+        "sourcePosition": str(secs) if secs else "",
+        "safeSourcePosition": "",
+        "sourceTxid": change.txn or "",
+        "source": {"sourceType": "MySQL", "version": "OBMySQL"},
+        "operation": operation,
+        "objectName": object_name,
+        "processTimestamps": None,
+        "tags": {},
+        "fields": None,
+        "beforeImages": None,
+        "afterImages": None,
     }
     if change.op == "DDL":
         rec["afterImages"] = change.ddl or ""
@@ -483,10 +685,12 @@ def to_record(change: Change) -> dict[str, Any]:
         rec["tags"] = {"pk_uk_info": json.dumps({"PRIMARY": list(change.key_columns)})}
     types = change.col_types or {}
     cols = list(dict.fromkeys([*(change.before or {}), *(change.after or {})]))
-    rec["fields"] = [{"name": c, "dataTypeNumber": _TYPE_NUMBERS.get(V.parse_type(types.get(c, "varchar"))[0], 15)}
-                     for c in cols]
+    rec["fields"] = [
+        {"name": c, "dataTypeNumber": _TYPE_NUMBERS.get(V.parse_type(types.get(c, "varchar"))[0], 15)} for c in cols
+    ]
     for part, image in (("beforeImages", change.before), ("afterImages", change.after)):
         if image is not None:
-            rec[part] = [(_avro_value(image[c], types.get(c)) if c in image else (NS + "EmptyObject", "NONE"))
-                         for c in cols]
+            rec[part] = [
+                (_avro_value(image[c], types.get(c)) if c in image else (NS + "EmptyObject", "NONE")) for c in cols
+            ]
     return rec

@@ -20,13 +20,21 @@ Decisions (see tests/unit/test_fmt_oms_default.py):
 * Default messages carry no types: ``ctx.column_types(db, table)`` drives the OMS value rules
   (:mod:`pipelines.formats._oms_values`); untyped values keep their exact text.
 """
+
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
 from pipelines.formats._oms_values import convert_image, epoch_field, epoch_seconds_text, text_field, to_vendor
 from pipelines.formats.base import (
-    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, require,
+    Change,
+    DecodeContext,
+    JsonDecoder,
+    Num,
+    Reject,
+    dumps_exact,
+    optional,
+    require,
 )
 
 _ROW_KINDS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "ROW": "SNAPSHOT"}
@@ -42,8 +50,7 @@ def split_store_sequence(value: Any) -> tuple[int, ...]:
         raise Reject(f"ordering field 'storeDataSequence' is not a non-negative integer: {text[:40]!r}")
     cut = 10 if 11 <= len(text) <= 15 else 13 if 16 <= len(text) <= 18 else 0
     if not cut:
-        raise Reject(f"storeDataSequence {text!r} is not a 10- or 13-digit timestamp followed by a "
-                     "1-5 digit increment")
+        raise Reject(f"storeDataSequence {text!r} is not a 10- or 13-digit timestamp followed by a 1-5 digit increment")
     return int(text[:cut]), int(text[cut:])
 
 
@@ -57,10 +64,13 @@ def join_store_sequence(seq: tuple[int, ...]) -> Num | None:
 class OmsDefaultFamily(JsonDecoder):
     """Base decoder; subclasses override :meth:`message_types` / :meth:`write_types`."""
 
-    ordering = ("allMetaData.storeDataSequence split as (timestamp, increment), required on INSERT/UPDATE/DELETE; "
-                "none for full load (ROW)")
-    table_and_key = ("allMetaData.db (tenant.database) + table_name; key record_primary_key "
-                     "split on \\u0001, else configured key")
+    ordering = (
+        "allMetaData.storeDataSequence split as (timestamp, increment), required on INSERT/UPDATE/DELETE; "
+        "none for full load (ROW)"
+    )
+    table_and_key = (
+        "allMetaData.db (tenant.database) + table_name; key record_primary_key split on \\u0001, else configured key"
+    )
 
     #: Image entries that are metadata, not columns.
     meta_columns: ClassVar[tuple[str, ...]] = ()
@@ -85,9 +95,12 @@ class OmsDefaultFamily(JsonDecoder):
         db = text_field(meta, "db") or None
         table = text_field(meta, "table_name") or None
         common: dict[str, Any] = dict(
-            db=db, table=table, seq=split_store_sequence(meta.get("storeDataSequence")),
+            db=db,
+            table=table,
+            seq=split_store_sequence(meta.get("storeDataSequence")),
             event_time=epoch_field(meta.get("timestamp"), "s", "allMetaData.timestamp"),
-            txn=text_field(meta, "transId"), detail=kind,
+            txn=text_field(meta, "transId"),
+            detail=kind,
         )
         if kind == "HEARTBEAT":
             return Change("HEARTBEAT", **common)
@@ -105,18 +118,26 @@ class OmsDefaultFamily(JsonDecoder):
         images = {}
         for name, needed in (("prevStruct", op == "DELETE"), ("postStruct", op != "DELETE")):
             raw = require(obj, name, dict) if needed else optional(obj, name, dict)
-            images[name] = None if raw is None else convert_image(
-                raw, col_types, name, oracle=oracle, skip=self.meta_columns)
+            images[name] = (
+                None if raw is None else convert_image(raw, col_types, name, oracle=oracle, skip=self.meta_columns)
+            )
         if op != "UPDATE":  # INSERT/ROW carry only postStruct, DELETE only prevStruct (seed 000)
             images["prevStruct" if op != "DELETE" else "postStruct"] = None
         if op != "SNAPSHOT" and not common["seq"]:
-            raise Reject(f"{kind} without allMetaData.storeDataSequence: an incremental change needs it to be "
-                         "ordered (OMS writes it unless disabled in the source's source.json)")
+            raise Reject(
+                f"{kind} without allMetaData.storeDataSequence: an incremental change needs it to be "
+                "ordered (OMS writes it unless disabled in the source's source.json)"
+            )
         key_text = text_field(meta, "record_primary_key")
         key = tuple(k for k in key_text.split(_SEP) if k) if key_text else ()
-        return Change(op, key_columns=key or ctx.key_columns(db, table),
-                      before=images["prevStruct"], after=images["postStruct"],
-                      col_types=col_types or None, **common)
+        return Change(
+            op,
+            key_columns=key or ctx.key_columns(db, table),
+            before=images["prevStruct"],
+            after=images["postStruct"],
+            col_types=col_types or None,
+            **common,
+        )
 
     # ---------------------------------------------------------------- encode
 
@@ -124,12 +145,16 @@ class OmsDefaultFamily(JsonDecoder):
         types = change.col_types or {}
         meta: dict[str, Any] = {
             "checkpoint": None,
-            "record_primary_key": None, "record_primary_value": None,
-            "source_identity": None, "dbType": "OB_MYSQL",
+            "record_primary_key": None,
+            "record_primary_value": None,
+            "source_identity": None,
+            "dbType": "OB_MYSQL",
             "storeDataSequence": join_store_sequence(change.seq),
-            "table_name": change.table, "db": change.db,
+            "table_name": change.table,
+            "db": change.db,
             "timestamp": epoch_seconds_text(change.event_time) if change.event_time else None,
-            "uniqueId": None, "transId": change.txn,
+            "uniqueId": None,
+            "transId": change.txn,
         }
         msg: dict[str, Any] = {"allMetaData": meta, "prevStruct": None, "postStruct": None}
         if change.op == "DDL":
@@ -147,6 +172,6 @@ class OmsDefaultFamily(JsonDecoder):
             row = change.after if change.after is not None else change.before or {}
             meta["record_primary_key"] = _SEP.join(change.key_columns)
             meta["record_primary_value"] = _SEP.join(
-                "" if row.get(k) is None else str(to_vendor(types.get(k), row.get(k)))
-                for k in change.key_columns)
+                "" if row.get(k) is None else str(to_vendor(types.get(k), row.get(k))) for k in change.key_columns
+            )
         return dumps_exact(msg).encode("utf-8")

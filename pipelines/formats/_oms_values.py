@@ -19,6 +19,7 @@ Decisions:
   ``oracle=True`` a DATE value with a time part keeps the wall clock as datetime text.
 * Without a known type the exact text is kept (JSON number text, string, nested JSON text).
 """
+
 from __future__ import annotations
 
 import re
@@ -28,7 +29,12 @@ from typing import Any
 from pipelines.errors import InvalidValue
 from pipelines.formats.base import Image, Num, Reject, canon_image, dumps_exact
 from pipelines.values import (
-    canon_base64, canon_date, canon_instant, canonical, family, instant_from_epoch,
+    canon_base64,
+    canon_date,
+    canon_instant,
+    canonical,
+    family,
+    instant_from_epoch,
     parse_datetime_text,
 )
 
@@ -53,14 +59,17 @@ def to_canonical(column: str, source_type: str | None, value: Any, *, oracle: bo
         raise Reject(f"column '{column}' ({source_type or 'untyped'}): {exc}") from None
 
 
-def convert_image(image: Any, col_types: dict[str, str] | None, what: str, *, oracle: bool = False,
-                  skip: tuple[str, ...] = ()) -> Image:
+def convert_image(
+    image: Any, col_types: dict[str, str] | None, what: str, *, oracle: bool = False, skip: tuple[str, ...] = ()
+) -> Image:
     """A JSON object of column → value as a canonical image (``skip`` names are dropped)."""
     if not isinstance(image, dict):
         raise Reject(f"'{what}' should be an object of column values")
     types = col_types or {}
-    return canon_image(((col, val) for col, val in image.items() if col not in skip),
-                       lambda col, val: to_canonical(col, types.get(col), val, oracle=oracle))
+    return canon_image(
+        ((col, val) for col, val in image.items() if col not in skip),
+        lambda col, val: to_canonical(col, types.get(col), val, oracle=oracle),
+    )
 
 
 def _convert(source_type: str | None, value: Any, oracle: bool) -> str | None:

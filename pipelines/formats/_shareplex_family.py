@@ -20,13 +20,22 @@ Decisions (see tests/unit/test_fmt_shareplex.py):
   no key values) is not usable.
 * No types in the messages: ``ctx.column_types`` drives the OMS value rules; untyped → exact text.
 """
+
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
 from pipelines.formats._oms_values import convert_image, text_field, to_vendor
 from pipelines.formats.base import (
-    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, require, seq_int,
+    Change,
+    DecodeContext,
+    JsonDecoder,
+    Num,
+    Reject,
+    dumps_exact,
+    optional,
+    require,
+    seq_int,
     split_table,
 )
 from pipelines.values import canon_instant
@@ -36,10 +45,10 @@ ROWID_COLUMN = "__rowid"
 
 class SharePlexFamily(JsonDecoder):
     ordering = "(meta.scn, meta.seq) as integers, scn required on row changes; none when scn is 'null' (DDL)"
-    table_and_key = ("meta.table ({db}.{table}); configured key, else meta.rowid as synthetic "
-                     "key column __rowid")
-    type_mapping = ("no types in the message: configured column types + OMS type table; "
-                    "untyped values keep their exact text")
+    table_and_key = "meta.table ({db}.{table}); configured key, else meta.rowid as synthetic key column __rowid"
+    type_mapping = (
+        "no types in the message: configured column types + OMS type table; untyped values keep their exact text"
+    )
 
     #: vendor op → canonical op (HEARTBEAT for ops that change no row by themselves).
     op_map: ClassVar[dict[str, str]] = {"ins": "INSERT", "upd": "UPDATE", "del": "DELETE", "ddl": "DDL"}
@@ -68,8 +77,14 @@ class SharePlexFamily(JsonDecoder):
             elif self.seq_required and op not in ("HEARTBEAT", "DDL"):
                 raise Reject(f"{op_text[:40]} without meta.seq: its place in transaction scn {seq[0]} is unknown")
         when = text_field(meta, "time")
-        common: dict[str, Any] = dict(db=db, table=table, seq=seq, txn=text_field(meta, "trans"), detail=op_text,
-                                      event_time=canon_instant(when) if when else None)
+        common: dict[str, Any] = dict(
+            db=db,
+            table=table,
+            seq=seq,
+            txn=text_field(meta, "trans"),
+            detail=op_text,
+            event_time=canon_instant(when) if when else None,
+        )
         if op == "HEARTBEAT":
             return Change("HEARTBEAT", **common)
         if op == "DDL":
@@ -101,8 +116,15 @@ class SharePlexFamily(JsonDecoder):
                     image[ROWID_COLUMN] = rowid
             if changed is not None:
                 changed = changed + (ROWID_COLUMN,)
-        return Change(op, key_columns=key_columns, before=before, after=after, changed=changed,
-                      col_types=col_types or None, **common)
+        return Change(
+            op,
+            key_columns=key_columns,
+            before=before,
+            after=after,
+            changed=changed,
+            col_types=col_types or None,
+            **common,
+        )
 
     # ---------------------------------------------------------------- encode
 
@@ -122,7 +144,9 @@ class SharePlexFamily(JsonDecoder):
             "op": op_text,
             "scn": str(change.seq[0]) if change.seq else "null",
             "seq": Num(str(change.seq[1])) if len(change.seq) > 1 else Num("0"),
-            "table": qualified, "rowid": None, "trans": change.txn,
+            "table": qualified,
+            "rowid": None,
+            "trans": change.txn,
         }
         if len(change.seq) == 1:  # (scn,): OMS without transactionEnabled writes no seq
             del meta["seq"]

@@ -44,6 +44,7 @@ Bytes that are not UTF-8 JSON (and do not start with ``{`` / ``[``) are tried as
 oms_avro first (the more specific writer), then dts_avro; the first that decodes wins.
 Anything else is rejected with a reason that lists what was seen.
 """
+
 from __future__ import annotations
 
 import re
@@ -51,7 +52,13 @@ from typing import Any
 
 from pipelines.formats import get_decoder  # the package is initialised before any of its format modules
 from pipelines.formats.base import (
-    Change, DecodeContext, Decoder, JsonDecoder, Reject, _json_kind, loads_exact,
+    Change,
+    DecodeContext,
+    Decoder,
+    JsonDecoder,
+    Reject,
+    _json_kind,
+    loads_exact,
 )
 
 _DRS_MARKERS = ("jobId", "shardId", "identifier", "eventId")
@@ -80,25 +87,36 @@ def sniff(obj: dict[str, Any]) -> str:
         return _sniff_canal_like(obj)
     if "__deleted" in keys:
         return "oms_debezium_smt"
-    raise Reject("cannot tell the message format (auto): top-level keys "
-                 f"{sorted(keys)[:20]}; name the format in the configuration")
+    raise Reject(
+        "cannot tell the message format (auto): top-level keys "
+        f"{sorted(keys)[:20]}; name the format in the configuration"
+    )
 
 
 def _sniff_payload(obj: dict, payload: dict) -> str:
     schema = obj.get("schema") if isinstance(obj.get("schema"), dict) else {}
     images = [payload.get("before"), payload.get("after")]
     op = payload.get("op")
-    if ({"dataColumn", "primaryKey"} & set(schema) or "sequenceId" in payload or op == "MHEARTBEAT"
-            or any(isinstance(i, dict) and "dataColumn" in i for i in images)):
+    if (
+        {"dataColumn", "primaryKey"} & set(schema)
+        or "sequenceId" in payload
+        or op == "MHEARTBEAT"
+        or any(isinstance(i, dict) and "dataColumn" in i for i in images)
+    ):
         return "dataworks_kafka"
-    if ({"column", "pk"} & set(schema) or obj.get("version") == "2.0"
-            or any(isinstance(i, dict) and "data" in i for i in images)
-            or (op == "HEARTBEAT" and not {"source", "ts_ms"} & set(payload))):
+    if (
+        {"column", "pk"} & set(schema)
+        or obj.get("version") == "2.0"
+        or any(isinstance(i, dict) and "data" in i for i in images)
+        or (op == "HEARTBEAT" and not {"source", "ts_ms"} & set(payload))
+    ):
         return "oms_dataworks"
     if "op" in payload:
         return "oms_debezium"
-    raise Reject("cannot tell the message format (auto): a 'payload' object with keys "
-                 f"{sorted(payload)[:20]} and no 'op'; name the format in the configuration")
+    raise Reject(
+        "cannot tell the message format (auto): a 'payload' object with keys "
+        f"{sorted(payload)[:20]} and no 'op'; name the format in the configuration"
+    )
 
 
 def _sniff_canal_like(obj: dict) -> str:
@@ -123,7 +141,8 @@ def _epoch_timestamps(obj: dict) -> bool:
     for rows in (obj.get("data"), obj.get("old")):
         for row in rows if isinstance(rows, list) else []:
             if isinstance(row, dict) and any(
-                    isinstance(row.get(c), str) and _EPOCH_SECONDS.fullmatch(row[c]) for c in ts_cols):
+                isinstance(row.get(c), str) and _EPOCH_SECONDS.fullmatch(row[c]) for c in ts_cols
+            ):
                 return True
     return False
 
@@ -152,7 +171,8 @@ class AutoDecoder(Decoder):
     type_mapping = "that of the recognised format"
     quirks = (
         "recognises each message by its top-level shape (sniffing table in pipelines/formats/auto.py)",
-        "ambiguous Canal-like shapes resolve to drs_gaussdb > maxwell > drs_json (markers) > oms_canal (no id) > drs_json (epoch TIMESTAMP) > dts_canal",
+        "ambiguous Canal-like shapes resolve to drs_gaussdb > maxwell > drs_json (markers) > oms_canal (no id) "
+        "> drs_json (epoch TIMESTAMP) > dts_canal",
         "non-JSON bytes tried as Avro: oms_avro, then dts_avro",
     )
 
@@ -177,7 +197,7 @@ class AutoDecoder(Decoder):
         reasons = [f"not JSON ({json_error})"]
         for format_id in AVRO_ORDER:
             try:
-                return _run(format_id, lambda: _delegate(format_id).decode(raw, ctx))
+                return _run(format_id, lambda fid=format_id: _delegate(fid).decode(raw, ctx))
             except Reject as exc:
                 reasons.append(str(exc))
         raise Reject("cannot tell the message format (auto): " + "; ".join(reasons))

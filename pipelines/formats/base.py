@@ -10,13 +10,15 @@ the Spark silver job, so each format has exactly one definition.
 Canonical values (the text every decoder must produce for each column, whatever
 the vendor wrote) are defined in :mod:`pipelines.values`.
 """
+
 from __future__ import annotations
 
 import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar
 
 from pipelines.errors import InvalidValue, Reject
 
@@ -200,14 +202,18 @@ def check_changes(changes: Any) -> list[Change]:
             _check_text(column, "a column name in col_types")
             _check_text(source_type, f"the type of column {column[:60]!a}")
             if len(source_type) > MAX_TYPE_CHARS:
-                raise Reject(f"the type of column {column[:60]!a} is longer than {MAX_TYPE_CHARS} characters: "
-                             f"{source_type[:60]!a}...")
+                raise Reject(
+                    f"the type of column {column[:60]!a} is longer than {MAX_TYPE_CHARS} characters: "
+                    f"{source_type[:60]!a}..."
+                )
         if not isinstance(ch.seq, tuple):
             raise Reject("seq should be a tuple of integers")
         for part in ch.seq:
             if isinstance(part, bool) or not isinstance(part, int) or part < 0 or part >= 10**MAX_SEQ_DIGITS:
-                raise Reject(f"ordering component {str(part)[:40]!a} is not a non-negative integer of at most "
-                             f"{MAX_SEQ_DIGITS} digits")
+                raise Reject(
+                    f"ordering component {str(part)[:40]!a} is not a non-negative integer of at most "
+                    f"{MAX_SEQ_DIGITS} digits"
+                )
     return changes
 
 
@@ -220,8 +226,10 @@ def _check_text(value: Any, what: str, optional: bool = False) -> None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise Reject(f"{what} is not valid Unicode ({exc.reason} at character {exc.start}): "
-                         f"{value[max(0, exc.start - 20):exc.start + 20]!a}") from None
+            raise Reject(
+                f"{what} is not valid Unicode ({exc.reason} at character {exc.start}): "
+                f"{value[max(0, exc.start - 20) : exc.start + 20]!a}"
+            ) from None
 
 
 class Decoder(ABC):
@@ -250,8 +258,12 @@ class Decoder(ABC):
             raise Reject(f"message is {len(raw)} bytes, over the limit of {ctx.max_message_bytes}")
 
 
-def loads_exact(raw: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH, max_width: int = DEFAULT_MAX_WIDTH,
-                max_elements: int = DEFAULT_MAX_ELEMENTS) -> Any:
+def loads_exact(
+    raw: bytes | str,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_width: int = DEFAULT_MAX_WIDTH,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
+) -> Any:
     """Parse JSON keeping every number as its exact text (:class:`Num`).
 
     Rejects invalid UTF-8, non-JSON, NaN/Infinity, an object with a duplicated key (which value
@@ -268,8 +280,9 @@ def loads_exact(raw: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH, max_width:
         text = raw
     check_shape(text, max_depth, max_width, max_elements)
     try:
-        return json.loads(text, parse_int=Num, parse_float=Num, parse_constant=_no_constant,
-                          object_pairs_hook=_unique_keys)
+        return json.loads(
+            text, parse_int=Num, parse_float=Num, parse_constant=_no_constant, object_pairs_hook=_unique_keys
+        )
     except RecursionError:
         raise Reject(f"JSON nested deeper than {max_depth} levels") from None
     except json.JSONDecodeError as exc:
@@ -296,8 +309,9 @@ _STRING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _NOT_STRUCTURE_RE = re.compile(r"[^\[\]{},]+")
 
 
-def check_shape(text: str, max_depth: int, max_width: int = DEFAULT_MAX_WIDTH,
-                max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+def check_shape(
+    text: str, max_depth: int, max_width: int = DEFAULT_MAX_WIDTH, max_elements: int = DEFAULT_MAX_ELEMENTS
+) -> None:
     """Reject JSON-like text nested deeper than ``max_depth`` or wider than the element limits.
 
     Strings are blanked first (brackets and commas inside them do not count); an array or object
@@ -437,7 +451,9 @@ def dumps_exact(value: Any) -> str:
     if isinstance(value, (int, float)):
         return json.dumps(value)
     if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{dumps_exact(v)}" for k, v in value.items()) + "}"
+        return (
+            "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{dumps_exact(v)}" for k, v in value.items()) + "}"
+        )
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(dumps_exact(v) for v in value) + "]"
     raise TypeError(f"cannot write {type(value).__name__} as JSON")

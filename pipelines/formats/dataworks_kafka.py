@@ -32,6 +32,7 @@ Decisions (each pinned by a test in tests/unit/test_fmt_dataworks_kafka.py):
   TRANSACTION_BEGIN/END, GTID, XACOMMIT, XAROLLBACK → HEARTBEAT. The seed's op list is
   case-sensitive, so ``insert`` is an unknown op.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,18 +41,36 @@ from typing import Any
 
 from pipelines import values
 from pipelines.formats.base import (
-    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, seq_int,
+    Change,
+    DecodeContext,
+    JsonDecoder,
+    Num,
+    Reject,
+    dumps_exact,
+    optional,
+    seq_int,
 )
 
 ROW_ID = "#alibaba_rds_row_id#"
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
-_ROW_OPS = {"INSERT": "INSERT", "UPDATE_BEFOR": "DELETE", "UPDATE_AFTER": "UPDATE", "DELETE": "DELETE",
-            "TRUNCATE": "TRUNCATE"}
+_ROW_OPS = {
+    "INSERT": "INSERT",
+    "UPDATE_BEFOR": "DELETE",
+    "UPDATE_AFTER": "UPDATE",
+    "DELETE": "DELETE",
+    "TRUNCATE": "TRUNCATE",
+}
 _DDL_OPS = {"CREATE", "ALTER", "ERASE", "QUERY", "RENAME", "CINDEX", "DINDEX"}
 _CONTROL_OPS = {"MHEARTBEAT", "TRANSACTION_BEGIN", "TRANSACTION_END", "GTID", "XACOMMIT", "XAROLLBACK"}
 #: DataWorks type → col_types text (lower case; DATE is an epoch-ms instant).
-_TYPE_NAMES = {"LONG": "long", "DOUBLE": "double", "BOOLEAN": "boolean", "DATE": "timestamp",
-               "BYTES": "bytes", "STRING": "string"}
+_TYPE_NAMES = {
+    "LONG": "long",
+    "DOUBLE": "double",
+    "BOOLEAN": "boolean",
+    "DATE": "timestamp",
+    "BYTES": "bytes",
+    "STRING": "string",
+}
 _VENDOR_TYPES = {v: k for k, v in _TYPE_NAMES.items()}
 
 
@@ -103,12 +122,18 @@ def _image(payload: dict, name: str, types: dict[str, str], ctx_types: dict[str,
 class DataWorksKafkaDecoder(JsonDecoder):
     format_id = "dataworks_kafka"
     seeds = "002"
-    ordering = ("payload.sequenceId as one integer, then 0 for UPDATE_BEFOR / 1 otherwise "
-                "(the two halves of an update share a sequenceId)")
-    table_and_key = ("schema.source.dbName / schemaName / tableName; key schema.primaryKey, else "
-                     "configured key, else the hidden #alibaba_rds_row_id# column")
-    type_mapping = ("six types: LONG → int, DOUBLE → float text, BOOLEAN, STRING, BYTES (Base64), "
-                    "DATE (13-digit epoch ms) → UTC instant, col_types 'timestamp'")
+    ordering = (
+        "payload.sequenceId as one integer, then 0 for UPDATE_BEFOR / 1 otherwise "
+        "(the two halves of an update share a sequenceId)"
+    )
+    table_and_key = (
+        "schema.source.dbName / schemaName / tableName; key schema.primaryKey, else "
+        "configured key, else the hidden #alibaba_rds_row_id# column"
+    )
+    type_mapping = (
+        "six types: LONG → int, DOUBLE → float text, BOOLEAN, STRING, BYTES (Base64), "
+        "DATE (13-digit epoch ms) → UTC instant, col_types 'timestamp'"
+    )
     quirks = (
         "UPDATE_BEFOR (sic) + UPDATE_AFTER share one sequenceId: emitted as DELETE(before) + "
         "UPDATE(full after), ordered by a phase component (seed 002)",
@@ -170,8 +195,7 @@ class DataWorksKafkaDecoder(JsonDecoder):
         elif after is None:
             raise Reject("UPDATE_AFTER without payload.after")
         key = self._key(schema, ctx, db, table, types, before or after or {})
-        return [Change(op=op, key_columns=key, before=before, after=after, col_types=col_types, seq=seq,
-                       **common)]
+        return [Change(op=op, key_columns=key, before=before, after=after, col_types=col_types, seq=seq, **common)]
 
     @staticmethod
     def _types(schema: dict, ctx: DecodeContext, db: str | None, table: str) -> tuple[dict, dict | None]:
@@ -210,7 +234,8 @@ class DataWorksKafkaDecoder(JsonDecoder):
                 source["schemaName"] = change.schema
         schema = {
             "dataColumn": [{"name": c, "type": _VENDOR_TYPES.get(t, t.upper())} for c, t in types.items()]
-            if change.col_types is not None else None,
+            if change.col_types is not None
+            else None,
             "primaryKey": key,
             "source": source,
         }
@@ -245,8 +270,15 @@ def _ddl_text(payload: dict) -> str | None:
 
 
 def _default_vendor_op(change: Change) -> str:
-    return {"INSERT": "INSERT", "SNAPSHOT": "INSERT", "UPDATE": "UPDATE_AFTER", "DELETE": "DELETE",
-            "TRUNCATE": "TRUNCATE", "DDL": "QUERY", "HEARTBEAT": "MHEARTBEAT"}[change.op]
+    return {
+        "INSERT": "INSERT",
+        "SNAPSHOT": "INSERT",
+        "UPDATE": "UPDATE_AFTER",
+        "DELETE": "DELETE",
+        "TRUNCATE": "TRUNCATE",
+        "DDL": "QUERY",
+        "HEARTBEAT": "MHEARTBEAT",
+    }[change.op]
 
 
 def _epoch_ms(instant: str) -> str:

@@ -27,6 +27,7 @@ a byte list ``[106, 103]`` → Base64, TIMESTAMP as epoch seconds ``1624614713.2
 DATETIME ``2021-06-25 17:51:53`` → wall clock; Avro ``bytes`` values → Base64.
 The reference schema conf/schemas/drs_record.avsc follows the DRS JSON field list of seed 003.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,10 +43,28 @@ import fastavro
 from pipelines import values as V
 from pipelines.formats.base import Change, DecodeContext, Decoder, Reject, seq_int
 
-DEFAULT_FIELDS = {"op": "type", "db": "database", "table": "table", "seq": "id", "event_time": "es",
-                  "key": "pkNames", "types": "mysqlType", "after": "data", "before": "old", "ddl": "sql"}
-DEFAULT_OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "DDL": "DDL", "INIT": "SNAPSHOT",
-               "INIT_DDL": "DDL", "TRUNCATE": "TRUNCATE", "HEARTBEAT": "HEARTBEAT"}
+DEFAULT_FIELDS = {
+    "op": "type",
+    "db": "database",
+    "table": "table",
+    "seq": "id",
+    "event_time": "es",
+    "key": "pkNames",
+    "types": "mysqlType",
+    "after": "data",
+    "before": "old",
+    "ddl": "sql",
+}
+DEFAULT_OPS = {
+    "INSERT": "INSERT",
+    "UPDATE": "UPDATE",
+    "DELETE": "DELETE",
+    "DDL": "DDL",
+    "INIT": "SNAPSHOT",
+    "INIT_DDL": "DDL",
+    "TRUNCATE": "TRUNCATE",
+    "HEARTBEAT": "HEARTBEAT",
+}
 
 
 @lru_cache(maxsize=16)
@@ -56,8 +75,10 @@ def _parsed(schema_json: str) -> Any:
 def load_schema(spec: Any) -> Any:
     """The parsed Avro schema from a path or a dict (``options.schema``), or Reject."""
     if spec is None:
-        raise Reject("drs_avro needs the record's Avro schema: set options.schema to an .avsc path "
-                     "(e.g. conf/schemas/drs_record.avsc) — the DRS document does not publish it")
+        raise Reject(
+            "drs_avro needs the record's Avro schema: set options.schema to an .avsc path "
+            "(e.g. conf/schemas/drs_record.avsc) — the DRS document does not publish it"
+        )
     try:
         text = Path(spec).read_text(encoding="utf-8") if isinstance(spec, (str, Path)) else json.dumps(spec)
         return _parsed(json.dumps(json.loads(text), sort_keys=True))
@@ -102,8 +123,10 @@ class DrsAvroDecoder(Decoder):
     binary = True
     ordering = "the mapped sequence field (default id): seq = (id,), required on row changes"
     table_and_key = "mapped fields (default database / table / pkNames), key else configuration"
-    type_mapping = ("mapped type map (default mysqlType), else configuration; DRS texts: byte lists → Base64, "
-                    "TIMESTAMP epoch seconds → instant")
+    type_mapping = (
+        "mapped type map (default mysqlType), else configuration; DRS texts: byte lists → Base64, "
+        "TIMESTAMP epoch seconds → instant"
+    )
     quirks = (
         "Avro schema not published: user-supplied schema and field mapping in options (seed 003)",
         "INIT → SNAPSHOT, INIT_DDL → DDL (seed 003)",
@@ -197,16 +220,28 @@ class DrsAvroDecoder(Decoder):
         """Write a Change as a record of the configured schema (which must use the default field names)."""
         parsed = load_schema((ctx.options or {}).get("schema"))
         types = change.col_types or {}
-        op = change.detail if change.detail in DEFAULT_OPS and DEFAULT_OPS[change.detail] == change.op else \
-            {"SNAPSHOT": "INIT"}.get(change.op, change.op)
+        op = (
+            change.detail
+            if change.detail in DEFAULT_OPS and DEFAULT_OPS[change.detail] == change.op
+            else {"SNAPSHOT": "INIT"}.get(change.op, change.op)
+        )
         es = 0
         if change.event_time:
             dt, frac, _ = V.parse_datetime_text(change.event_time)
             es = int((dt - V.datetime(1970, 1, 1)).total_seconds()) * 1000 + int((frac or "0").ljust(3, "0")[:3])
         rec: dict[str, Any] = {
-            "mysqlType": dict(types) if types else None, "id": change.seq[0] if change.seq else 0, "es": es,
-            "ts": es, "database": change.db, "table": change.table, "type": op, "isDdl": change.op == "DDL",
-            "sql": change.ddl or "", "sqlType": None, "data": None, "old": None,
+            "mysqlType": dict(types) if types else None,
+            "id": change.seq[0] if change.seq else 0,
+            "es": es,
+            "ts": es,
+            "database": change.db,
+            "table": change.table,
+            "type": op,
+            "isDdl": change.op == "DDL",
+            "sql": change.ddl or "",
+            "sqlType": None,
+            "data": None,
+            "old": None,
             "pkNames": list(change.key_columns) or None,
         }
         if change.op == "DELETE":

@@ -24,6 +24,7 @@ Decisions (each pinned by a test in tests/unit/test_fmt_drs_gaussdb.py):
   intervals, money → kept as their exact text.
 * pkNames null → configured key → () (keyless).
 """
+
 from __future__ import annotations
 
 import base64
@@ -31,13 +32,19 @@ import re
 from typing import Any
 
 from pipelines import values
-from pipelines.formats.dataworks_kafka import _epoch_ms, _is_text
 from pipelines.formats.base import (
-    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, seq_int,
+    Change,
+    DecodeContext,
+    JsonDecoder,
+    Num,
+    Reject,
+    dumps_exact,
+    optional,
+    seq_int,
 )
+from pipelines.formats.dataworks_kafka import _epoch_ms, _is_text
 
-_OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "INIT": "SNAPSHOT", "DDL": "DDL",
-        "INIT_DDL": "DDL"}
+_OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "INIT": "SNAPSHOT", "DDL": "DDL", "INIT_DDL": "DDL"}
 _SHORT_OFFSET = re.compile(r"([+-]\d{2})(?::?(\d{2}))?(?::?\d{2})?$")
 #: PostgreSQL types that values.family would misread: kept as text.
 _TEXT_TYPES = {"money", "bit", "bit varying", "varbit", "interval"}
@@ -101,8 +108,10 @@ class DrsGaussdbDecoder(JsonDecoder):
     seeds = "003"
     ordering = "id (DRS event sequence, monotonic): (id,)"
     table_and_key = "database, schema, table; key pkNames, else configured key"
-    type_mapping = ("columnType (PostgreSQL types): bytea hex → Base64, timestamptz → UTC instant, "
-                    "timestamp → wall clock, numeric exact, ranges/json/bit/arrays kept as text")
+    type_mapping = (
+        "columnType (PostgreSQL types): bytea hex → Base64, timestamptz → UTC instant, "
+        "timestamp → wall clock, numeric exact, ranges/json/bit/arrays kept as text"
+    )
     quirks = (
         "opType and type both carry the op (seed 003)",
         "bytea as bare hex → Base64 (seed 003)",
@@ -124,9 +133,14 @@ class DrsGaussdbDecoder(JsonDecoder):
         table = optional(obj, "table", str) or None
         es = obj.get("es")
         seq_id = obj.get("id")
-        common = dict(db=db, schema=schema, table=table, detail=vendor_op,
-                      seq=(seq_int(seq_id, "id"),) if seq_id is not None else (),
-                      event_time=values.instant_from_epoch(es, "ms") if es is not None else None)
+        common = dict(
+            db=db,
+            schema=schema,
+            table=table,
+            detail=vendor_op,
+            seq=(seq_int(seq_id, "id"),) if seq_id is not None else (),
+            event_time=values.instant_from_epoch(es, "ms") if es is not None else None,
+        )
         op = _OPS.get(vendor_op)
         if op is None:
             raise Reject(f"unknown op '{vendor_op}'")
@@ -164,14 +178,21 @@ class DrsGaussdbDecoder(JsonDecoder):
             raise Reject("UPDATE without rows in 'data'")
         if old and len(old) != len(data):
             raise Reject(f"UPDATE has {len(data)} rows in 'data' but {len(old)} in 'old'")
-        return [Change(op=op, before={**after, **old[i]} if old else None, after=after, **row)
-                for i, after in enumerate(data)]
+        return [
+            Change(op=op, before={**after, **old[i]} if old else None, after=after, **row)
+            for i, after in enumerate(data)
+        ]
 
     # ------------------------------------------------------------ encoder
 
     def encode(self, change: Change, ctx: DecodeContext) -> bytes:
-        vendor_op = change.detail or {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE",
-                                      "SNAPSHOT": "INIT", "DDL": "DDL"}.get(change.op)
+        vendor_op = change.detail or {
+            "INSERT": "INSERT",
+            "UPDATE": "UPDATE",
+            "DELETE": "DELETE",
+            "SNAPSHOT": "INIT",
+            "DDL": "DDL",
+        }.get(change.op)
         if vendor_op is None:
             raise ValueError(f"drs_gaussdb cannot express op {change.op}")
         types = change.col_types or {}
@@ -186,13 +207,22 @@ class DrsGaussdbDecoder(JsonDecoder):
             old = rows(change.before)
         out = {
             "columnType": {c: t.removesuffix(" as text") for c, t in change.col_types.items()}
-            if change.col_types else change.col_types,
-            "dbType": "GaussDB Primary/Standby", "schema": change.schema,
-            "opType": vendor_op, "id": Num(str(change.seq[0])) if change.seq else None,
+            if change.col_types
+            else change.col_types,
+            "dbType": "GaussDB Primary/Standby",
+            "schema": change.schema,
+            "opType": vendor_op,
+            "id": Num(str(change.seq[0])) if change.seq else None,
             "es": Num(_epoch_ms(change.event_time)) if change.event_time else None,
-            "ts": None, "database": change.db, "table": change.table, "type": vendor_op,
-            "isDdl": change.op == "DDL", "sql": change.ddl if change.op == "DDL" else "",
-            "sqlType": None, "data": data, "old": old,
+            "ts": None,
+            "database": change.db,
+            "table": change.table,
+            "type": vendor_op,
+            "isDdl": change.op == "DDL",
+            "sql": change.ddl if change.op == "DDL" else "",
+            "sqlType": None,
+            "data": data,
+            "old": old,
             "pkNames": list(change.key_columns) or None,
         }
         return dumps_exact(out).encode("utf-8")

@@ -9,6 +9,7 @@ Quirks:
   (before = data overlaid with old) gives the same result for whole or partial ``old``.
 * ``id`` increases monotonically: seq = (id,).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,7 +28,7 @@ class DrsJsonDecoder(CanalFamilyDecoder):
     quirks = (
         "INIT rows → SNAPSHOT, INIT_DDL → DDL (seed 003)",
         "DELETE row in `old` (seed 003)",
-        "binary as byte lists \"[106, 103]\" → Base64 (seed 003)",
+        'binary as byte lists "[106, 103]" → Base64 (seed 003)',
         "TIMESTAMP as epoch seconds `1624614713.201` (seed 003)",
     )
     snapshot_types = frozenset({"INIT"})

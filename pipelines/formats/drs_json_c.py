@@ -6,6 +6,7 @@ Quirks:
   in ``options['source_time_zone']`` (default UTC). Epoch text is still accepted.
 The seed has no JSON-C example: the fixtures are the JSON examples with these differences applied.
 """
+
 from __future__ import annotations
 
 from pipelines.formats._canal_family import wall_text_in_zone
@@ -18,7 +19,7 @@ class DrsJsonCDecoder(DrsJsonDecoder):
     quirks = (
         "INIT rows → SNAPSHOT, INIT_DDL → DDL (seed 003)",
         "DELETE row in `data` (seed 003)",
-        "binary as byte lists \"[106, 103]\" → Base64 (seed 003)",
+        'binary as byte lists "[106, 103]" → Base64 (seed 003)',
         "TIMESTAMP as `yyyy-mm-dd hh:mm:ss` in the configured source zone, default UTC (seed 003)",
     )
     delete_row_in = "data"

@@ -34,6 +34,7 @@ Decisions (each pinned by a test in tests/unit/test_fmt_drs_mongo.py):
 The module is longer than 400 lines because MongoDB's shell-style extended JSON needs its own
 parser and writer next to the decoder.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,19 +43,39 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines import values
-from pipelines.formats.dataworks_kafka import _epoch_ms
 from pipelines.formats.base import (
-    DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_WIDTH, Change, DecodeContext, JsonDecoder, Num, Reject, check_shape,
-    dumps_exact, optional, seq_int,
+    DEFAULT_MAX_ELEMENTS,
+    DEFAULT_MAX_WIDTH,
+    Change,
+    DecodeContext,
+    JsonDecoder,
+    Num,
+    Reject,
+    check_shape,
+    dumps_exact,
+    optional,
+    seq_int,
 )
+from pipelines.formats.dataworks_kafka import _epoch_ms
 
 KEY = ("_id",)
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 _WS = re.compile(r"\s*")
 _HEX24 = re.compile(r"[0-9a-fA-F]{24}")
-_CONSTRUCTORS = {"ObjectId", "NumberLong", "NumberInt", "NumberDecimal", "ISODate", "Date", "Timestamp",
-                 "BinData", "UUID", "MinKey", "MaxKey"}
+_CONSTRUCTORS = {
+    "ObjectId",
+    "NumberLong",
+    "NumberInt",
+    "NumberDecimal",
+    "ISODate",
+    "Date",
+    "Timestamp",
+    "BinData",
+    "UUID",
+    "MinKey",
+    "MaxKey",
+}
 
 
 @dataclass(frozen=True)
@@ -80,7 +101,7 @@ class _Parser:
 
     def peek(self) -> str:
         self.ws()
-        return self.text[self.pos:self.pos + 1]
+        return self.text[self.pos : self.pos + 1]
 
     def expect(self, ch: str) -> None:
         if self.peek() != ch:
@@ -184,9 +205,14 @@ def _from_canonical_ejson(doc: dict) -> Any:
     """``{"$oid": "..."}`` and friends (canonical / relaxed extended JSON) → Special."""
     if len(doc) != 1:
         return doc
-    (key, val), = doc.items()
-    simple = {"$oid": "ObjectId", "$numberLong": "NumberLong", "$numberInt": "NumberInt",
-              "$numberDecimal": "NumberDecimal", "$uuid": "UUID"}
+    ((key, val),) = doc.items()
+    simple = {
+        "$oid": "ObjectId",
+        "$numberLong": "NumberLong",
+        "$numberInt": "NumberInt",
+        "$numberDecimal": "NumberDecimal",
+        "$uuid": "UUID",
+    }
     if key in simple and isinstance(val, str):
         return Special(simple[key], (val,))
     if key == "$numberDouble" and isinstance(val, str):
@@ -208,8 +234,9 @@ def _from_canonical_ejson(doc: dict) -> Any:
     return doc
 
 
-def parse_document(raw: Any, field: str, max_depth: int, max_width: int = DEFAULT_MAX_WIDTH,
-                   max_elements: int = DEFAULT_MAX_ELEMENTS) -> dict | None:
+def parse_document(
+    raw: Any, field: str, max_depth: int, max_width: int = DEFAULT_MAX_WIDTH, max_elements: int = DEFAULT_MAX_ELEMENTS
+) -> dict | None:
     """A ``value`` / ``where`` field (extended JSON text, or already an object) → dict.
 
     Text is held to the JSON limits first (depth, elements per array / object and in all:
@@ -301,7 +328,9 @@ def _to_ejson(value: Any) -> Any:
     if kind == "ISODate":
         return {"$date": column_value(value)}
     if kind == "BinData":
-        return {"$binary": {"base64": column_value(value), "subType": f"{int(values.canon_int(_arg(value))) & 0xFF:02x}"}}
+        return {
+            "$binary": {"base64": column_value(value), "subType": f"{int(values.canon_int(_arg(value))) & 0xFF:02x}"}
+        }
     if kind == "UUID":
         return {"$uuid": column_value(value)}
     if kind == "Timestamp":
@@ -342,8 +371,9 @@ def _update_fields(value: dict) -> tuple[dict, list[str]] | None:
             elif part == "d" and isinstance(body, dict):
                 unsets.extend(body)
             else:
-                raise Reject(f"update diff part {part!r} (a nested-field change) cannot be applied "
-                             "to a top-level-column mirror")
+                raise Reject(
+                    f"update diff part {part!r} (a nested-field change) cannot be applied to a top-level-column mirror"
+                )
         for name in [*sets, *unsets]:
             _check_top_level(name)
         return sets, unsets
@@ -375,11 +405,13 @@ class DrsMongoDecoder(JsonDecoder):
     seeds = "003"
     ordering = "clusterTime 'seconds:increment' then the DRS id: (seconds, increment, id)"
     table_and_key = "db, coll; the key is always _id"
-    type_mapping = ("top-level fields are columns: ObjectId → hex, NumberLong/Int → int, NumberDecimal → "
-                    "decimal, ISODate → UTC instant, BinData → Base64; nested values → exact relaxed "
-                    "extended JSON text; configured types applied when given")
+    type_mapping = (
+        "top-level fields are columns: ObjectId → hex, NumberLong/Int → int, NumberDecimal → "
+        "decimal, ISODate → UTC instant, BinData → Base64; nested values → exact relaxed "
+        "extended JSON text; configured types applied when given"
+    )
     quirks = (
-        "value/where are MongoDB shell extended JSON text (ObjectId(\"...\"), NumberLong ...) (seed 003)",
+        'value/where are MongoDB shell extended JSON text (ObjectId("..."), NumberLong ...) (seed 003)',
         "recordType update: $set → values, $unset → NULL, partial image; replace: whole document (seed 003)",
         "DELETE carries the removed _id in value, where null (seed 003)",
         "clusterTime 'sec:inc' orders; es is the commit time in ms (seed 003)",
@@ -393,8 +425,12 @@ class DrsMongoDecoder(JsonDecoder):
         db = optional(obj, "db", str)
         coll = optional(obj, "coll", str)
         es = obj.get("es")
-        common = dict(db=db, table=coll, event_time=values.instant_from_epoch(es, "ms") if es is not None else None,
-                      detail=f"{vendor_op}/{record_type}" if record_type else vendor_op)
+        common = dict(
+            db=db,
+            table=coll,
+            event_time=values.instant_from_epoch(es, "ms") if es is not None else None,
+            detail=f"{vendor_op}/{record_type}" if record_type else vendor_op,
+        )
         seq = self._seq(obj, required=vendor_op != "DDL")
         if vendor_op == "DDL":
             value = obj.get("value")
@@ -484,8 +520,14 @@ class DrsMongoDecoder(JsonDecoder):
             return dumps_exact(out).encode("utf-8")
         else:
             raise ValueError(f"drs_mongo cannot express op {change.op}")
-        out.update(op=vendor_op, dbType="MongoDB", db=change.db, coll=change.table,
-                   value=_write(value), where=_write(where) if where is not None else None)
+        out.update(
+            op=vendor_op,
+            dbType="MongoDB",
+            db=change.db,
+            coll=change.table,
+            value=_write(value),
+            where=_write(where) if where is not None else None,
+        )
         self._meta(out, change, record_type)
         return dumps_exact(out).encode("utf-8")
 
@@ -516,7 +558,9 @@ def _write(doc: Any) -> str:
         if doc.sets or not doc.unsets:
             parts.append('"$set": ' + _write(doc.sets))
         if doc.unsets:
-            parts.append('"$unset": {' + ", ".join(f"{json.dumps(c, ensure_ascii=False)}: true" for c in doc.unsets) + "}")
+            parts.append(
+                '"$unset": {' + ", ".join(f"{json.dumps(c, ensure_ascii=False)}: true" for c in doc.unsets) + "}"
+            )
         return "{" + ", ".join(parts) + "}"
     items = []
     for col, text in doc.items():

@@ -5,6 +5,7 @@ Seed 004 names the format but not the schema; it is the SDK's Record.avsc, in tw
 and accepted only if fully consumed, else with the older one (see
 :mod:`pipelines.formats._dts_record`). DDL statements are strings (seed 004).
 """
+
 from __future__ import annotations
 
 from pipelines.formats._dts_record import DtsRecordDecoder

@@ -7,6 +7,7 @@ Quirks:
 * ``id`` (from the timestamp and a DTS offset) orders records: seq = (id,). ``gtid`` → txn.
 * ``type`` INIT = full load → SNAPSHOT; DDL messages have ``type`` DDL and the statement in ``sql``.
 """
+
 from __future__ import annotations
 
 from pipelines.formats._canal_family import CanalFamilyDecoder

@@ -8,6 +8,7 @@ UPDATE BEFORE alone changes no row (its UPDATE AFTER carries the change) → HEA
 detail "UPDATE BEFORE". meta.time is UTC (seed 004). meta.rowid is the Oracle ROWID; values of
 DATE columns may carry a time of day (Oracle).
 """
+
 from __future__ import annotations
 
 from pipelines.formats._shareplex_family import SharePlexFamily
@@ -18,9 +19,17 @@ class DtsSharePlexDecoder(SharePlexFamily):
     seeds = "004"
     ordering = "(meta.scn, meta.seq) as integers, both required on row changes; none when scn is 'null' (DDL)"
     op_map = {
-        "ins": "INSERT", "upd": "UPDATE", "del": "DELETE", "ddl": "DDL",
-        "insert": "INSERT", "update": "UPDATE", "delete": "DELETE", "truncate": "TRUNCATE",
-        "drop column": "DDL", "update after": "UPDATE", "update before": "HEARTBEAT",
+        "ins": "INSERT",
+        "upd": "UPDATE",
+        "del": "DELETE",
+        "ddl": "DDL",
+        "insert": "INSERT",
+        "update": "UPDATE",
+        "delete": "DELETE",
+        "truncate": "TRUNCATE",
+        "drop column": "DDL",
+        "update after": "UPDATE",
+        "update before": "HEARTBEAT",
     }
     oracle = True
     seq_required = True  # seed 004: "the ordinal number of the operation within the transaction", from 1

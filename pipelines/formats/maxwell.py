@@ -13,6 +13,7 @@ Quirks:
   with ``output_binlog_position``, so without it the format has no ordering at all and the queue
   position orders (seq ()).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -53,9 +54,14 @@ class MaxwellDecoder(RowCodec, JsonDecoder):
         db = optional(obj, "database", str) or None
         table = optional(obj, "table", str) or None
         ts = obj.get("ts")
-        common = dict(db=db, table=table, seq=self._seq(obj),
-                      event_time=instant_from_epoch(ts, "s") if ts is not None else None,
-                      txn=str(obj["xid"]) if obj.get("xid") is not None else None, detail=vendor_op)
+        common = dict(
+            db=db,
+            table=table,
+            seq=self._seq(obj),
+            event_time=instant_from_epoch(ts, "s") if ts is not None else None,
+            txn=str(obj["xid"]) if obj.get("xid") is not None else None,
+            detail=vendor_op,
+        )
         if vendor_op in _CONTROL:
             return [Change("HEARTBEAT", **common)]
         if vendor_op in _DDL:
@@ -75,12 +81,15 @@ class MaxwellDecoder(RowCodec, JsonDecoder):
         else:
             after = row
             old = optional(obj, "old", dict)
-            before = overlay_before(after, self.canon_row(old, types, ctx, "old", overrides), "old") \
-                if op == "UPDATE" else None
-        check_key(key, before if op == "DELETE" else after,
-                  "primary_key_columns" if names else "configuration")
-        return [Change(op, key_columns=key, before=before, after=after,
-                       col_types={**types, **overrides} or None, **common)]
+            before = (
+                overlay_before(after, self.canon_row(old, types, ctx, "old", overrides), "old")
+                if op == "UPDATE"
+                else None
+            )
+        check_key(key, before if op == "DELETE" else after, "primary_key_columns" if names else "configuration")
+        return [
+            Change(op, key_columns=key, before=before, after=after, col_types={**types, **overrides} or None, **common)
+        ]
 
     def canon_row(self, row, types, ctx, what, overrides):
         if row is None:

@@ -5,6 +5,7 @@ Seed 000 shows it as JSON, but the wire form is Avro binary of Record.avsc (see
 ``{ms timestamp}{5-digit increment}`` (0 in full migration, whose records are INIT → SNAPSHOT);
 ``tags.pk_uk_info`` carries only the primary key; TIMESTAMP's illegal value -9223372022400 is rejected.
 """
+
 from __future__ import annotations
 
 from pipelines.formats._dts_record import DtsRecordDecoder
@@ -16,7 +17,7 @@ class OmsAvroDecoder(DtsRecordDecoder):
     quirks = (
         "full migration: operation INIT, id 0, empty sourcePosition → SNAPSHOT (seed 000)",
         "id is {ms timestamp}{5-digit increment}: one integer orders like the pair (seed 000)",
-        "key from tags.pk_uk_info {\"PRIMARY\": [...]} (seed 000)",
+        'key from tags.pk_uk_info {"PRIMARY": [...]} (seed 000)',
         "illegal TIMESTAMP -9223372022400 rejected, never a silent NULL (seed 000)",
         "DDL statement is the afterImages string (seed 000)",
     )

@@ -13,6 +13,7 @@ Quirks (decisions recorded in tests/fixtures/seeds/oms_canal.CORRECTIONS.md):
 * DDL: ``isDdl`` true, ``type`` ALTER/CREATE/..., statement in ``sql``.
 * No full-load op: OMS full migration arrives as INSERT (a SNAPSHOT is encoded as INSERT).
 """
+
 from __future__ import annotations
 
 from pipelines.formats._canal_family import CanalFamilyDecoder

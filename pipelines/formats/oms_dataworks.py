@@ -16,6 +16,7 @@ Decisions (see tests/unit/test_fmt_oms_dataworks.py):
 * Values follow the OMS type table (:mod:`._oms_values`): binary Base64, TIMESTAMP ``sec.fraction``
   or the 13.9-digit ``ms.nanos`` form, DATETIME text or epoch ms (wall clock).
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -23,7 +24,15 @@ from typing import Any
 
 from pipelines.formats._oms_values import convert_image, epoch_field, epoch_seconds_text, to_vendor
 from pipelines.formats.base import (
-    Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional, require, seq_int,
+    Change,
+    DecodeContext,
+    JsonDecoder,
+    Num,
+    Reject,
+    dumps_exact,
+    optional,
+    require,
+    seq_int,
 )
 
 _ROW_OPS = ("INSERT", "UPDATE", "DELETE")
@@ -40,11 +49,13 @@ class OmsDataWorksDecoder(JsonDecoder):
     seeds = "000, 001"
     ordering = "payload.scn as (scn,); queue order when 'null' or absent (sequenceEnabled off, full sync)"
     table_and_key = "schema.source dbName / schema / table; key schema.pk, else configured key"
-    type_mapping = ("schema.column types (lower case) + OMS type table: binary Base64, TIMESTAMP "
-                    "sec.fraction or 13-digit ms with 9-digit nanos → UTC, DATETIME wall clock")
+    type_mapping = (
+        "schema.column types (lower case) + OMS type table: binary Base64, TIMESTAMP "
+        "sec.fraction or 13-digit ms with 9-digit nanos → UTC, DATETIME wall clock"
+    )
     quirks = (
         "long op list: DDL-ish ops → DDL, TRUNCATE → TRUNCATE, progress ops → HEARTBEAT; op case-sensitive (seed 000)",
-        "scn written as the text \"null\" when there is none (seed 000, 001)",
+        'scn written as the text "null" when there is none (seed 000, 001)',
         "time values as 13-digit ms + 9-digit nanos fraction (seed 000, 001)",
         "heartbeat messages have no schema (seed 000, 001)",
     )
@@ -64,7 +75,10 @@ class OmsDataWorksDecoder(JsonDecoder):
         stamp = optional(payload, "timestamp", dict) or {}
         scn = _text(payload.get("scn"))
         common: dict[str, Any] = dict(
-            db=db, table=table, schema=_text(source.get("schema")) or None, detail=op,
+            db=db,
+            table=table,
+            schema=_text(source.get("schema")) or None,
+            detail=op,
             seq=(seq_int(scn, "payload.scn"),) if scn and scn.strip().lower() != "null" else (),
             event_time=epoch_field(stamp.get("eventTime"), "ms", "payload.timestamp.eventTime"),
         )
@@ -88,14 +102,19 @@ class OmsDataWorksDecoder(JsonDecoder):
         images: dict[str, dict[str, str | None] | None] = {}
         for name, needed in (("before", op == "DELETE"), ("after", op != "DELETE")):
             holder = require(payload, name, dict) if needed else optional(payload, name, dict)
-            data = None if holder is None else (require(holder, "data", dict) if needed
-                                                else optional(holder, "data", dict))
-            images[name] = None if data is None else convert_image(
-                data, col_types, f"payload.{name}.data", oracle=oracle)
+            data = (
+                None
+                if holder is None
+                else (require(holder, "data", dict) if needed else optional(holder, "data", dict))
+            )
+            images[name] = (
+                None if data is None else convert_image(data, col_types, f"payload.{name}.data", oracle=oracle)
+            )
         if op == "INSERT":
             images["before"] = None
-        return Change(op, key_columns=key, before=images["before"], after=images["after"],
-                      col_types=col_types or None, **common)
+        return Change(
+            op, key_columns=key, before=images["before"], after=images["after"], col_types=col_types or None, **common
+        )
 
     @staticmethod
     def _column_types(schema: dict[str, Any]) -> dict[str, str]:
@@ -117,14 +136,24 @@ class OmsDataWorksDecoder(JsonDecoder):
         if change.event_time:
             millis = Decimal(epoch_seconds_text(change.event_time)) * 1000
             event_time = Num(format(millis.normalize(), "f") if millis % 1 else str(int(millis)))
-        payload: dict[str, Any] = {"before": None, "after": None, "op": op,
-                                   "timestamp": {"eventTime": event_time}, "ddl": None,
-                                   "scn": str(change.seq[0]) if change.seq else "null"}
+        payload: dict[str, Any] = {
+            "before": None,
+            "after": None,
+            "op": op,
+            "timestamp": {"eventTime": event_time},
+            "ddl": None,
+            "scn": str(change.seq[0]) if change.seq else "null",
+        }
         msg: dict[str, Any] = {"version": "2.0"}
         if change.table is not None or change.db is not None:
             msg["schema"] = {
-                "source": {"dbType": "ob_mysql", "dbVersion": None, "dbName": change.db,
-                           "schema": change.schema, "table": change.table},
+                "source": {
+                    "dbType": "ob_mysql",
+                    "dbVersion": None,
+                    "dbName": change.db,
+                    "schema": change.schema,
+                    "table": change.table,
+                },
                 "column": [{"name": c, "type": t} for c, t in types.items()] or None,
                 "pk": list(change.key_columns) or None,
             }

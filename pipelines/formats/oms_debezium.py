@@ -5,6 +5,7 @@ envelope at the top level (Kafka Connect ``schemas.enable=false``; the Flink con
 Types come from ``schema`` when present, else from configuration (``ctx.column_types``); see
 :mod:`pipelines.formats._debezium_family` for the value encodings and the ordering decision.
 """
+
 from __future__ import annotations
 
 from typing import Any

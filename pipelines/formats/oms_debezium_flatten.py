@@ -4,6 +4,7 @@
 and no ``payload`` wrapper, so column types come from configuration (``ctx.column_types``).
 A message that still has a ``payload`` wrapper is rejected (it is the oms_debezium format).
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -11,6 +11,7 @@ and no position, so:
 * seq = (): the queue order is the only order.
 Values use the Debezium encodings of :mod:`pipelines.formats._debezium_family`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,21 +36,30 @@ class OmsDebeziumSmtDecoder(JsonDecoder):
 
     def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
         if not ctx.default_table:
-            raise Reject("DebeziumSmt messages name no table: pass --table db.table "
-                         "(or set the source's table in the YAML)")
+            raise Reject(
+                "DebeziumSmt messages name no table: pass --table db.table (or set the source's table in the YAML)"
+            )
         db, table = split_table(ctx.default_table)
         flag = obj.get(DELETED, "false")
         if isinstance(flag, bool):
             flag = "true" if flag else "false"
         if not isinstance(flag, str) or flag.lower() not in ("true", "false"):
-            raise Reject(f"field '{DELETED}' should be \"true\" or \"false\", got {dumps_exact(flag)[:40]}")
+            raise Reject(f'field \'{DELETED}\' should be "true" or "false", got {dumps_exact(flag)[:40]}')
         row = {k: v for k, v in obj.items() if k != DELETED}
         image, types = canonical_image(row, "row", {}, ctx.column_types(db, table))
         deleted = flag.lower() == "true"
-        return [Change(op="DELETE" if deleted else "UPDATE", db=db, table=table,
-                       key_columns=ctx.key_columns(db, table),
-                       before=image if deleted else None, after=None if deleted else image,
-                       col_types=types or None, detail=f"{DELETED}={flag}")]
+        return [
+            Change(
+                op="DELETE" if deleted else "UPDATE",
+                db=db,
+                table=table,
+                key_columns=ctx.key_columns(db, table),
+                before=image if deleted else None,
+                after=None if deleted else image,
+                col_types=types or None,
+                detail=f"{DELETED}={flag}",
+            )
+        ]
 
     def encode(self, change: Change, ctx: DecodeContext) -> bytes:
         if change.op not in ("INSERT", "UPDATE", "SNAPSHOT", "DELETE"):

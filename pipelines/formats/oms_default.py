@@ -1,4 +1,5 @@
 """OMS Default JSON (seeds 000, 001). Everything lives in :mod:`._oms_default_family`."""
+
 from __future__ import annotations
 
 from pipelines.formats._oms_default_family import OmsDefaultFamily
@@ -9,9 +10,11 @@ class OmsDefaultDecoder(OmsDefaultFamily):
 
     format_id = "oms_default"
     seeds = "000, 001"
-    type_mapping = ("no types in the message: configured column types + OMS type table (DECIMAL exact, "
-                    "bytes Base64, TIMESTAMP epoch sec.fraction → UTC, DATETIME wall clock, zone id "
-                    "dropped); untyped values keep their exact text")
+    type_mapping = (
+        "no types in the message: configured column types + OMS type table (DECIMAL exact, "
+        "bytes Base64, TIMESTAMP epoch sec.fraction → UTC, DATETIME wall clock, zone id "
+        "dropped); untyped values keep their exact text"
+    )
     quirks = (
         "storeDataSequence '{timestamp}{increment ≤ 5 digits}' split into (timestamp, increment) (seed 000, 001)",
         "recordType ROW (full load) → SNAPSHOT, no sequence (seed 000)",

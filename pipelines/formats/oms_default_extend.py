@@ -5,6 +5,7 @@ Seed 000/001 put ``__light_type`` inside ``postStruct`` / ``prevStruct`` (``{"co
 ``col_types`` (lower case), over configured types. A DDL's ``__light_type`` (``ddl: VAR_STRING``)
 is ignored.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,10 @@ LIGHT_TYPE = "__light_type"
 class OmsDefaultExtendDecoder(OmsDefaultFamily):
     format_id = "oms_default_extend"
     seeds = "000, 001"
-    type_mapping = ("__light_type schemaType per column (lower case) + OMS type table; configured "
-                    "types fill columns it does not name")
+    type_mapping = (
+        "__light_type schemaType per column (lower case) + OMS type table; configured "
+        "types fill columns it does not name"
+    )
     quirks = (
         "__light_type sits inside prevStruct/postStruct and is stripped from the images (seed 000, 001)",
         "storeDataSequence split into (timestamp, increment) (seed 000)",

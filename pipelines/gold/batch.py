@@ -6,12 +6,14 @@ once. The stamp is ``<app id>-<step>-<mirror>`` (:attr:`MirrorIdentity.stamp_nam
 so two source tables whose names read alike never share a stamp) with the batch id as version; :class:`Step`
 names the steps. Their values are stored in every warehouse gold has written, so they never change.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from pipelines.delta_writes import append_idempotent, idempotent_dml
 from pipelines.gold.schema import MirrorIdentity
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 class Step(str, Enum):
     """The idempotent writes of one table in one batch (the values are part of the stored stamps)."""
+
     MIRROR = "m"  # the MERGE into the mirror
     TOMBSTONES = "d"  # the MERGE into the tombstones (deleted keys)
     TRUNCATE = "t"  # a TRUNCATE's DELETE from the mirror
@@ -42,6 +45,7 @@ class Step(str, Enum):
 @dataclass
 class GoldStats:
     """What gold did: changes applied, stale changes skipped, changes quarantined, tables touched."""
+
     applied: int = 0
     stale: int = 0
     quarantined: int = 0
@@ -57,6 +61,7 @@ class GoldStats:
 @dataclass
 class BatchContext:
     """One table of one micro-batch: the session, the mirror, the warehouse, the stamp and the counts."""
+
     spark: SparkSession
     ident: MirrorIdentity
     wh: Warehouse

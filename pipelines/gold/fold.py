@@ -9,9 +9,11 @@ What the mirror receives is named by column: ``vals`` (each data column's typed 
 column names, read as ``s.vals.`<column>``` (:func:`struct_field`). Column names come from messages:
 every one passes through :func:`~pipelines.sql.q` or :func:`~pipelines.sql.lit`.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pipelines.gold.order import BY_ORD, ORD
 from pipelines.gold.schema import MirrorShape
@@ -61,9 +63,23 @@ def changes_per_key(rows: DataFrame) -> DataFrame:
     """Per key ``k``, its changes in ``ord`` order (``chs``: the fields the fold and the lineage need)."""
     from pyspark.sql import functions as F
 
-    per_key = rows.groupBy("k").agg(F.collect_list(F.struct(
-        ORD, "op", F.expr(ROW_AFTER_SQL).alias("after"), F.expr(PARTIAL_SQL).alias("partial"),
-        "seq", "queue_pos", "event_time", "source", "format", "bronze_position", "ingest_time")).alias("chs"))
+    per_key = rows.groupBy("k").agg(
+        F.collect_list(
+            F.struct(
+                ORD,
+                "op",
+                F.expr(ROW_AFTER_SQL).alias("after"),
+                F.expr(PARTIAL_SQL).alias("partial"),
+                "seq",
+                "queue_pos",
+                "event_time",
+                "source",
+                "format",
+                "bronze_position",
+                "ingest_time",
+            )
+        ).alias("chs")
+    )
     return per_key.withColumn("chs", F.expr(f"array_sort(chs, {BY_ORD})"))
 
 
@@ -82,9 +98,13 @@ def fold_per_key(rows: DataFrame, key: tuple[str, ...], shape: MirrorShape) -> D
     """One row per key ``k``: its last state (``live``, ``full``, :data:`VALUES`, :data:`WRITTEN`)
     and the lineage columns of its last change."""
     folded = changes_per_key(rows).selectExpr(
-        "k", f"aggregate(chs, {FOLD_START}, (acc, c) -> {fold_step('acc')}) AS st", "element_at(chs, -1) AS last")
+        "k", f"aggregate(chs, {FOLD_START}, (acc, c) -> {fold_step('acc')}) AS st", "element_at(chs, -1) AS last"
+    )
     values, written = state_structs("st", key, shape)
-    lineage = [("CASE WHEN st.live THEN last.op ELSE 'DELETE' END" if name == "_op" else f"last.{source}")
-               + f" AS {name}" for name, source in LINEAGE_SOURCES]
-    return folded.selectExpr("k", "st.live AS live", "st.full AS full", f"{values} AS {VALUES}",
-                             f"{written} AS {WRITTEN}", *lineage)
+    lineage = [
+        ("CASE WHEN st.live THEN last.op ELSE 'DELETE' END" if name == "_op" else f"last.{source}") + f" AS {name}"
+        for name, source in LINEAGE_SOURCES
+    ]
+    return folded.selectExpr(
+        "k", "st.live AS live", "st.full AS full", f"{values} AS {VALUES}", f"{written} AS {WRITTEN}", *lineage
+    )

@@ -17,13 +17,22 @@ History starts when it is enabled; it keeps every column it has seen, also after
 in the mirror. Stale changes never reach it (the same filter as the mirror), and a retried batch
 is applied once (Delta ``txnAppId``/``txnVersion``).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.fold import (
-    FOLD_START, VALUES, WRITTEN, changes_per_key, data_columns, fold_step, named_struct, state_structs, stored_key,
+    FOLD_START,
+    VALUES,
+    WRITTEN,
+    changes_per_key,
+    data_columns,
+    fold_step,
+    named_struct,
+    state_structs,
+    stored_key,
     struct_field,
 )
 from pipelines.gold.schema import MirrorShape, widens
@@ -37,8 +46,13 @@ if TYPE_CHECKING:
     from pipelines.warehouse import TableRef
 
 HISTORY_DDL = (
-    ("_valid_from_seq", "STRING"), ("_valid_to_seq", "STRING"), ("_valid_from", "TIMESTAMP"),
-    ("_valid_to", "TIMESTAMP"), ("_current", "BOOLEAN"), ("_op", "STRING"), ("_position", "STRING"),
+    ("_valid_from_seq", "STRING"),
+    ("_valid_to_seq", "STRING"),
+    ("_valid_from", "TIMESTAMP"),
+    ("_valid_to", "TIMESTAMP"),
+    ("_current", "BOOLEAN"),
+    ("_op", "STRING"),
+    ("_position", "STRING"),
 )
 HISTORY_COLUMNS = tuple(n for n, _ in HISTORY_DDL)
 #: The current version's values of a key, by column name.
@@ -51,8 +65,10 @@ def ensure_history(spark: SparkSession, history: TableRef, mirror: TableRef) -> 
     existing = mirror_schema(spark, history)
     if not existing:
         cols = [column_ddl(c, src) for c, (_t, src) in mirror_cols.items()] + [f"{n} {t}" for n, t in HISTORY_DDL]
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {history.sql} ({', '.join(cols)}) USING DELTA "
-                  f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')")
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {history.sql} ({', '.join(cols)}) USING DELTA "
+            f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')"
+        )
         return
     new = [column_ddl(c, src) for c, (_t, src) in mirror_cols.items() if c not in existing]
     if new:
@@ -62,8 +78,9 @@ def ensure_history(spark: SparkSession, history: TableRef, mirror: TableRef) -> 
             spark.sql(f"ALTER TABLE {history.sql} ALTER COLUMN {q(c)} TYPE {spark_type.upper()}")
 
 
-def merge_history(ctx: BatchContext, rows: DataFrame, key: tuple[str, ...], shape: MirrorShape,
-                  history: TableRef) -> None:
+def merge_history(
+    ctx: BatchContext, rows: DataFrame, key: tuple[str, ...], shape: MirrorShape, history: TableRef
+) -> None:
     """Close the current version of every key the batch changes and add its new versions."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -74,49 +91,89 @@ def merge_history(ctx: BatchContext, rows: DataFrame, key: tuple[str, ...], shap
     data_cols = data_columns(shape, key)
     # every state of every key: aggregate the fold, keeping each step's state next to its change
     step = fold_step("acc.st")
-    states = changes_per_key(rows).selectExpr("k", f"""aggregate(chs,
+    states = (
+        changes_per_key(rows)
+        .selectExpr(
+            "k",
+            f"""aggregate(chs,
         named_struct('st', {FOLD_START}, 'out', slice(array(named_struct('st', {FOLD_START}, 'c', chs[0])), 1, 0)),
         (acc, c) -> named_struct('st', {step}, 'out', concat(acc.out, array(named_struct('st', {step}, 'c', c))))
-        ) AS acc""").select("k", F.posexplode("acc.out").alias("pos", "v"))
+        ) AS acc""",
+        )
+        .select("k", F.posexplode("acc.out").alias("pos", "v"))
+    )
     last_of_seq = Window.partitionBy("k", "v.c.seq")
     values, written = state_structs("st", key, shape)
-    states = (states.withColumn("last_pos", F.max("pos").over(last_of_seq)).where("pos = last_pos")
-              .selectExpr("k", "pos", "v.st AS st", "v.c AS c")
-              .selectExpr("k", "pos", "st", "c", f"{values} AS {VALUES}", f"{written} AS {WRITTEN}"))
+    states = (
+        states.withColumn("last_pos", F.max("pos").over(last_of_seq))
+        .where("pos = last_pos")
+        .selectExpr("k", "pos", "v.st AS st", "v.c AS c")
+        .selectExpr("k", "pos", "st", "c", f"{values} AS {VALUES}", f"{written} AS {WRITTEN}")
+    )
     held = named_struct((c, q(c)) for c in data_cols)
-    current = history.read(spark).where("_current").selectExpr(
-        f"{stored_key(key)} AS k", "_valid_from_seq AS open_from", f"{held} AS {HELD}")
+    current = (
+        history.read(spark)
+        .where("_current")
+        .selectExpr(f"{stored_key(key)} AS k", "_valid_from_seq AS open_from", f"{held} AS {HELD}")
+    )
     by_pos = Window.partitionBy("k").orderBy("pos")
-    states = (states.join(current, "k", "left").where("open_from IS NULL OR c.seq > open_from")
-              .withColumn("next_seq", F.lead("c.seq").over(by_pos))
-              .withColumn("next_time", F.lead("c.event_time").over(by_pos))
-              .withColumn("first", F.row_number().over(by_pos) == 1))
+    states = (
+        states.join(current, "k", "left")
+        .where("open_from IS NULL OR c.seq > open_from")
+        .withColumn("next_seq", F.lead("c.seq").over(by_pos))
+        .withColumn("next_time", F.lead("c.event_time").over(by_pos))
+        .withColumn("first", F.row_number().over(by_pos) == 1)
+    )
 
     def cast(sql: str, column: str) -> str:
         return f"CAST({sql} AS {hist_types[column]})"
 
     def version_value(c: str) -> str:
         """The column as this version holds it: written by the batch, else as the current version held it."""
-        return (f"CASE WHEN {struct_field(WRITTEN, c)} THEN {struct_field(VALUES, c)} "
-                f"ELSE {struct_field(HELD, c)} END")
+        return f"CASE WHEN {struct_field(WRITTEN, c)} THEN {struct_field(VALUES, c)} ELSE {struct_field(HELD, c)} END"
 
     key_values = [f"{cast(f'k.{q(k)}', k)} AS {q(k)}" for k in key]
     versions = states.where("st.live").selectExpr(
         *key_values,
         *[f"{cast(version_value(c), c)} AS {q(c)}" for c in data_cols],
-        "c.seq AS _valid_from_seq", "next_seq AS _valid_to_seq", "c.event_time AS _valid_from",
-        "next_time AS _valid_to", "next_seq IS NULL AS _current", "c.op AS _op", "c.bronze_position AS _position",
-        "'insert' AS _action")
+        "c.seq AS _valid_from_seq",
+        "next_seq AS _valid_to_seq",
+        "c.event_time AS _valid_from",
+        "next_time AS _valid_to",
+        "next_seq IS NULL AS _current",
+        "c.op AS _op",
+        "c.bronze_position AS _position",
+        "'insert' AS _action",
+    )
     closes = states.where("first AND open_from IS NOT NULL").selectExpr(
-        *key_values, *[f"CAST(NULL AS {hist_types[c]}) AS {q(c)}" for c in data_cols],
-        "open_from AS _valid_from_seq", "c.seq AS _valid_to_seq", "CAST(NULL AS TIMESTAMP) AS _valid_from",
-        "c.event_time AS _valid_to", "false AS _current", "CAST(NULL AS STRING) AS _op",
-        "CAST(NULL AS STRING) AS _position", "'close' AS _action")
-    on = " AND ".join([*(f"t.{q(k)} <=> s.{q(k)}" for k in key),
-                       "t._current", "s._action = 'close'", "t._valid_from_seq = s._valid_from_seq"])
+        *key_values,
+        *[f"CAST(NULL AS {hist_types[c]}) AS {q(c)}" for c in data_cols],
+        "open_from AS _valid_from_seq",
+        "c.seq AS _valid_to_seq",
+        "CAST(NULL AS TIMESTAMP) AS _valid_from",
+        "c.event_time AS _valid_to",
+        "false AS _current",
+        "CAST(NULL AS STRING) AS _op",
+        "CAST(NULL AS STRING) AS _position",
+        "'close' AS _action",
+    )
+    on = " AND ".join(
+        [
+            *(f"t.{q(k)} <=> s.{q(k)}" for k in key),
+            "t._current",
+            "s._action = 'close'",
+            "t._valid_from_seq = s._valid_from_seq",
+        ]
+    )
     merge_values = {q(c): f"s.{q(c)}" for c in (*key, *data_cols, *HISTORY_COLUMNS)}
     with ctx.txn(Step.HISTORY):
-        (history.delta(spark).alias("t").merge(versions.unionByName(closes).alias("s"), on)
-         .whenMatchedUpdate(set={"_valid_to_seq": "s._valid_to_seq", "_valid_to": "s._valid_to", "_current": "false"})
-         .whenNotMatchedInsert(condition="s._action = 'insert'", values=merge_values)
-         .execute())
+        (
+            history.delta(spark)
+            .alias("t")
+            .merge(versions.unionByName(closes).alias("s"), on)
+            .whenMatchedUpdate(
+                set={"_valid_to_seq": "s._valid_to_seq", "_valid_to": "s._valid_to", "_current": "false"}
+            )
+            .whenNotMatchedInsert(condition="s._action = 'insert'", values=merge_values)
+            .execute()
+        )

@@ -13,6 +13,7 @@ The steps of :func:`apply_keyed`, each a function here:
 6. :func:`merge_keyed` – the fold per key (:func:`~pipelines.gold.fold.fold_per_key`) MERGEd into
    the mirror (live keys) and the tombstones (deleted keys).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
     from pipelines.warehouse import TableRef
 
 
-def apply_keyed(ctx: BatchContext, changes: DataFrame, shape: MirrorShape, key: tuple[str, ...],
-                history: TableRef | None = None) -> None:
+def apply_keyed(
+    ctx: BatchContext, changes: DataFrame, shape: MirrorShape, key: tuple[str, ...], history: TableRef | None = None
+) -> None:
     """Key, drop stale changes, fold per key, MERGE the mirror and its tombstones (and the SCD type 2
     history, where configured)."""
     from pyspark.sql import functions as F
@@ -56,9 +58,15 @@ def key_per_change(changes: DataFrame, key: tuple[str, ...], shape: MirrorShape)
     def key_struct(image_sql: str) -> str:
         return named_struct((k, typed(image_sql, k, shape.columns.get(k))) for k in key)
 
-    rows = changes.withColumn("k", F.expr(key_struct(
-        f"CASE WHEN op = 'UPDATE' THEN map_concat(coalesce(before, map()), coalesce(after, map())) "
-        f"ELSE {ROW_IMAGE_SQL} END")))
+    rows = changes.withColumn(
+        "k",
+        F.expr(
+            key_struct(
+                f"CASE WHEN op = 'UPDATE' THEN map_concat(coalesce(before, map()), coalesce(after, map())) "
+                f"ELSE {ROW_IMAGE_SQL} END"
+            )
+        ),
+    )
     has_old = " AND ".join(f"map_contains_key(coalesce(before, map()), {lit(k)})" for k in key)
     return rows.withColumn("old_k", F.expr(f"CASE WHEN op = 'UPDATE' AND {has_old} THEN {key_struct('before')} END"))
 
@@ -68,9 +76,13 @@ def with_moved_keys(rows: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     rows = rows.withColumn("moved_from", F.lit(False))
-    moved = (rows.where("old_k IS NOT NULL AND NOT (old_k <=> k)")
-             .withColumn("k", F.col("old_k")).withColumn("op", F.lit("DELETE")).withColumn("moved_from", F.lit(True))
-             .withColumn(ORD, delete_first()))
+    moved = (
+        rows.where("old_k IS NOT NULL AND NOT (old_k <=> k)")
+        .withColumn("k", F.col("old_k"))
+        .withColumn("op", F.lit("DELETE"))
+        .withColumn("moved_from", F.lit(True))
+        .withColumn(ORD, delete_first())
+    )
     return rows.unionByName(moved)
 
 
@@ -79,19 +91,29 @@ def mark_stale(ctx: BatchContext, rows: DataFrame, key: tuple[str, ...]) -> Data
     from pyspark.sql import functions as F
 
     key_sql = f"{stored_key(key)} AS k"
-    held = (ctx.ident.ref.read(ctx.spark).selectExpr(key_sql, "_seq AS m_seq")
-            .unionByName(ctx.ident.tombstones.read(ctx.spark).selectExpr(key_sql, "_seq AS m_seq"))
-            .groupBy("k").agg(F.max("m_seq").alias("m_seq")))
-    return (rows.join(held, on="k", how="left")
-            .withColumn("stale", F.expr("stale OR (m_seq IS NOT NULL AND seq < m_seq)")).drop("m_seq"))
+    held = (
+        ctx.ident.ref.read(ctx.spark)
+        .selectExpr(key_sql, "_seq AS m_seq")
+        .unionByName(ctx.ident.tombstones.read(ctx.spark).selectExpr(key_sql, "_seq AS m_seq"))
+        .groupBy("k")
+        .agg(F.max("m_seq").alias("m_seq"))
+    )
+    return (
+        rows.join(held, on="k", how="left")
+        .withColumn("stale", F.expr("stale OR (m_seq IS NOT NULL AND seq < m_seq)"))
+        .drop("m_seq")
+    )
 
 
 def count_changes(ctx: BatchContext, rows: DataFrame) -> None:
     """Changes applied and stale (the deletes of moved keys are not changes of their own)."""
     from pyspark.sql import functions as F
 
-    counts = rows.where(~F.col("moved_from")).agg(
-        F.count_if("stale").alias("stale"), F.count_if(~F.col("stale")).alias("applied")).first()
+    counts = (
+        rows.where(~F.col("moved_from"))
+        .agg(F.count_if("stale").alias("stale"), F.count_if(~F.col("stale")).alias("applied"))
+        .first()
+    )
     ctx.stats.stale += counts["stale"] or 0
     ctx.stats.applied = counts["applied"] or 0
 
@@ -102,23 +124,32 @@ def merge_keyed(ctx: BatchContext, folded: DataFrame, key: tuple[str, ...], shap
     data_cols = data_columns(shape, key)
     on = " AND ".join(f"t.{q(k)} <=> s.k.{q(k)}" for k in key)
     values = {c: struct_field(f"s.{VALUES}", c) for c in data_cols}
-    update_set = {q(c): f"CASE WHEN {struct_field(f's.{WRITTEN}', c)} THEN {values[c]} ELSE t.{q(c)} END"
-                  for c in data_cols}
+    update_set = {
+        q(c): f"CASE WHEN {struct_field(f's.{WRITTEN}', c)} THEN {values[c]} ELSE t.{q(c)} END" for c in data_cols
+    }
     update_set.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
     insert_values = {q(k): f"s.k.{q(k)}" for k in key}
     insert_values.update({q(c): values[c] for c in data_cols})
     insert_values.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
     with ctx.txn(Step.MIRROR):
-        (ident.ref.delta(spark).alias("t").merge(folded.alias("s"), on)
-         .whenMatchedDelete(condition="NOT s.live")
-         .whenMatchedUpdate(condition="s.live", set=update_set)
-         .whenNotMatchedInsert(condition="s.live", values=insert_values)
-         .execute())
+        (
+            ident.ref.delta(spark)
+            .alias("t")
+            .merge(folded.alias("s"), on)
+            .whenMatchedDelete(condition="NOT s.live")
+            .whenMatchedUpdate(condition="s.live", set=update_set)
+            .whenNotMatchedInsert(condition="s.live", values=insert_values)
+            .execute()
+        )
     tomb_values = {q(k): f"s.k.{q(k)}" for k in key}
     tomb_values.update({"_seq": "s._seq", "_queue_pos": "s._queue_pos", "_event_time": "s._event_time"})
     with ctx.txn(Step.TOMBSTONES):
-        (ident.tombstones.delta(spark).alias("t").merge(folded.alias("s"), on)
-         .whenMatchedDelete(condition="s.live")
-         .whenMatchedUpdate(condition="NOT s.live", set=tomb_values)
-         .whenNotMatchedInsert(condition="NOT s.live", values=tomb_values)
-         .execute())
+        (
+            ident.tombstones.delta(spark)
+            .alias("t")
+            .merge(folded.alias("s"), on)
+            .whenMatchedDelete(condition="s.live")
+            .whenMatchedUpdate(condition="NOT s.live", set=tomb_values)
+            .whenNotMatchedInsert(condition="NOT s.live", values=tomb_values)
+            .execute()
+        )

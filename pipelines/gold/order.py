@@ -14,9 +14,11 @@
 Until the struct, ``ord`` was the text ``seq␁queue_pos␁change_index(6 digits)␁step`` with a
 separator below every digit and ``.``; the struct sorts the same (tests/spark/test_gold_order.py).
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -25,7 +27,10 @@ if TYPE_CHECKING:
 ORD = "ord"
 #: ``ord``'s fields and their Spark types, in comparison order.
 ORD_FIELDS: tuple[tuple[str, str], ...] = (
-    ("seq", "string"), ("queue_pos", "string"), ("change_index", "int"), ("step", "int"),
+    ("seq", "string"),
+    ("queue_pos", "string"),
+    ("change_index", "int"),
+    ("step", "int"),
 )
 #: The step of a change itself.
 CHANGE_STEP = 1
@@ -37,9 +42,15 @@ def with_order(changes: DataFrame) -> DataFrame:
     """``changes`` with ``ord``: vendor sequence, queue position, place in the message, step."""
     from pyspark.sql import functions as F
 
-    return changes.withColumn(ORD, F.struct(
-        F.col("seq").alias("seq"), F.col("queue_pos").alias("queue_pos"),
-        F.col("change_index").cast("int").alias("change_index"), F.lit(CHANGE_STEP).alias("step")))
+    return changes.withColumn(
+        ORD,
+        F.struct(
+            F.col("seq").alias("seq"),
+            F.col("queue_pos").alias("queue_pos"),
+            F.col("change_index").cast("int").alias("change_index"),
+            F.lit(CHANGE_STEP).alias("step"),
+        ),
+    )
 
 
 def delete_first(ord_col: Column | str = ORD) -> Column:

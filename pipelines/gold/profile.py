@@ -5,6 +5,7 @@ messages state and the range of sequences that carry it, the column sets of full
 (:mod:`pipelines.gold.schema` reads schema changes from them), and the last TRUNCATE. Three
 aggregations collected as one union, so a batch of many tables costs the jobs of one.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,6 +29,7 @@ SOURCE_TABLE = "_source_table"
 @dataclass
 class TableProfile:
     """What one micro-batch says about one source table."""
+
     name: str
     changes: int = 0
     key: tuple[str, ...] = ()
@@ -55,30 +57,45 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
     from pyspark.sql import functions as F
 
     seq_or_null = F.when(F.col("seq") != "", F.col("seq"))
-    carried = F.array_union(F.map_keys(F.coalesce("after", F.expr(EMPTY_MAP))),
-                            F.map_keys(F.coalesce("before", F.expr(EMPTY_MAP))))
-    columns = (batch.select(SOURCE_TABLE, "seq", "col_types", F.explode(carried).alias("c"))
-               .groupBy(SOURCE_TABLE, "c")
-               .agg(F.collect_set(F.col("col_types")[F.col("c")]).alias("types"),
-                    F.min(seq_or_null).alias("first"), F.max(seq_or_null).alias("last"))
-               .select(SOURCE_TABLE, F.lit("column").alias("fact"),
-                       F.to_json(F.struct("c", "types", "first", "last")).alias("v")))
-    shapes = (batch.where(f"{FULL_IMAGE_SQL} AND seq != ''")
-              .groupBy(SOURCE_TABLE, F.array_sort(F.map_keys("after")).alias("cols"))
-              .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
-              .select(SOURCE_TABLE, F.lit("shape").alias("fact"),
-                      F.to_json(F.struct("cols", "first", "last")).alias("v")))
+    carried = F.array_union(
+        F.map_keys(F.coalesce("after", F.expr(EMPTY_MAP))), F.map_keys(F.coalesce("before", F.expr(EMPTY_MAP)))
+    )
+    columns = (
+        batch.select(SOURCE_TABLE, "seq", "col_types", F.explode(carried).alias("c"))
+        .groupBy(SOURCE_TABLE, "c")
+        .agg(
+            F.collect_set(F.col("col_types")[F.col("c")]).alias("types"),
+            F.min(seq_or_null).alias("first"),
+            F.max(seq_or_null).alias("last"),
+        )
+        .select(
+            SOURCE_TABLE, F.lit("column").alias("fact"), F.to_json(F.struct("c", "types", "first", "last")).alias("v")
+        )
+    )
+    shapes = (
+        batch.where(f"{FULL_IMAGE_SQL} AND seq != ''")
+        .groupBy(SOURCE_TABLE, F.array_sort(F.map_keys("after")).alias("cols"))
+        .agg(F.min("seq").alias("first"), F.max("seq").alias("last"))
+        .select(SOURCE_TABLE, F.lit("shape").alias("fact"), F.to_json(F.struct("cols", "first", "last")).alias("v"))
+    )
     truncate = F.col("op") == "TRUNCATE"
-    tables = (batch.groupBy(SOURCE_TABLE)
-              .agg(F.count(F.lit(1)).alias("n"),
-                   F.first(F.when(F.size("key_columns") > 0, F.col("key_columns")), ignorenulls=True).alias("key"),
-                   F.collect_set("format").alias("formats"),
-                   F.max(F.when(truncate, F.col(ORD))).alias("t_ord"),
-                   F.max(F.when(truncate, F.col("seq"))).alias("t_seq"),
-                   F.max(F.when(truncate, F.col("event_time"))).cast("string").alias("t_time"),
-                   F.count_if(F.coalesce(F.size("invalid") > 0, F.lit(False))).alias("invalid"))
-              .select(SOURCE_TABLE, F.lit("table").alias("fact"),
-                      F.to_json(F.struct("n", "key", "formats", "t_ord", "t_seq", "t_time", "invalid")).alias("v")))
+    tables = (
+        batch.groupBy(SOURCE_TABLE)
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.first(F.when(F.size("key_columns") > 0, F.col("key_columns")), ignorenulls=True).alias("key"),
+            F.collect_set("format").alias("formats"),
+            F.max(F.when(truncate, F.col(ORD))).alias("t_ord"),
+            F.max(F.when(truncate, F.col("seq"))).alias("t_seq"),
+            F.max(F.when(truncate, F.col("event_time"))).cast("string").alias("t_time"),
+            F.count_if(F.coalesce(F.size("invalid") > 0, F.lit(False))).alias("invalid"),
+        )
+        .select(
+            SOURCE_TABLE,
+            F.lit("table").alias("fact"),
+            F.to_json(F.struct("n", "key", "formats", "t_ord", "t_seq", "t_time", "invalid")).alias("v"),
+        )
+    )
     profiles: dict[str, TableProfile] = {}
     for row in columns.unionByName(shapes).unionByName(tables).collect():
         if row[SOURCE_TABLE] is None:

@@ -32,13 +32,15 @@ The last four follow the table's ``schema_changes`` policy:
   fit is quarantined, as always); a dropped column keeps the values it had and full images no
   longer write it (rows inserted later read NULL there).
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from pipelines.config import DEFAULT_SCHEMA_POLICY
 from pipelines.layout import LINEAGE_DDL, ROW_ID_COLUMN, SYSTEM_COLUMNS
@@ -69,6 +71,7 @@ class SchemaChangeError(RuntimeError):
 @dataclass
 class ColumnSighting:
     """One column as a batch's images carry it."""
+
     types: set[str] = field(default_factory=set)  # source types the messages state
     first_seq: str | None = None  # lowest non-empty sequence of a change carrying it
     last_seq: str | None = None  # highest one
@@ -77,6 +80,7 @@ class ColumnSighting:
 @dataclass(frozen=True)
 class ImageShape:
     """The column set of a batch's full after-images with a sequence, and the range of those sequences."""
+
     columns: frozenset[str]
     first_seq: str
     last_seq: str
@@ -85,6 +89,7 @@ class ImageShape:
 @dataclass
 class MirrorShape:
     """What gold needs to know about the mirror for one batch."""
+
     columns: dict[str, str | None]  # column → source type (key and data columns, mirror order)
     keyless: bool = False
     unwritten: set[str] = field(default_factory=set)  # dropped columns the ignore policy keeps
@@ -147,6 +152,7 @@ class MirrorIdentity:
     mirror that records another (:func:`identity_conflict`). ``name_parts`` is the mirror's name
     as parts; its file and catalog name is :func:`~pipelines.warehouse.safe_name` of them.
     """
+
     source_table: str  # the source table for people: db.schema.table
     mirror_name: str  # the mirror for people: the configured target, else the source table's name
     ref: TableRef
@@ -191,13 +197,23 @@ def identity_conflict(ident: MirrorIdentity, props: dict[str, str] | None) -> st
         holder = props.get("lakecdc.source_table", "")
         if holder == ident.source_table:
             return None
-    return (f"mirror {ident.mirror_name!r} ({ident.slug}) already holds source table {holder!r}; source table "
-            f"{ident.source_table!r} may not write it (give one of them its own tables.<name>.target)")
+    return (
+        f"mirror {ident.mirror_name!r} ({ident.slug}) already holds source table {holder!r}; source table "
+        f"{ident.source_table!r} may not write it (give one of them its own tables.<name>.target)"
+    )
 
 
-def shape_mirror(spark: SparkSession, ident: MirrorIdentity, props: dict[str, str] | None, key: tuple[str, ...],
-                 configured: dict[str, str], sightings: dict[str, ColumnSighting], shapes: list[ImageShape],
-                 schemaless: bool, keyless: bool) -> MirrorShape:
+def shape_mirror(
+    spark: SparkSession,
+    ident: MirrorIdentity,
+    props: dict[str, str] | None,
+    key: tuple[str, ...],
+    configured: dict[str, str],
+    sightings: dict[str, ColumnSighting],
+    shapes: list[ImageShape],
+    schemaless: bool,
+    keyless: bool,
+) -> MirrorShape:
     """Create the mirror (``props`` None: it does not exist yet) or follow the source's schema
     changes (see the module table); ``props`` are its table properties as the batch began."""
     if props is None:
@@ -215,18 +231,30 @@ def _wanted_type(column: str, configured: dict[str, str], sightings: dict[str, C
     return types[0] if types else None
 
 
-def _create(spark: SparkSession, ident: MirrorIdentity, key: tuple[str, ...], configured: dict[str, str],
-            sightings: dict[str, ColumnSighting], keyless: bool) -> MirrorShape:
+def _create(
+    spark: SparkSession,
+    ident: MirrorIdentity,
+    key: tuple[str, ...],
+    configured: dict[str, str],
+    sightings: dict[str, ColumnSighting],
+    keyless: bool,
+) -> MirrorShape:
     columns: dict[str, str | None] = {}
     for c in [*configured, *sorted(set(sightings) - set(configured))]:
         columns[c] = _wanted_type(c, configured, sightings)
     for k in key:
         columns.setdefault(k, _wanted_type(k, configured, sightings))
     since = {c: s.first_seq for c, s in sightings.items() if s.first_seq}
-    props = {"lakecdc.source_table": ident.source_table, "lakecdc.mirror_name": ident.mirror_name,
-             SOURCE_IDENTITY_PROPERTY: ident.source_key,
-             "lakecdc.key": ",".join(key), "delta.enableChangeDataFeed": "true",
-             "delta.enableTypeWidening": "true", SINCE_PROPERTY: json.dumps(since, sort_keys=True), **COLUMN_MAPPING}
+    props = {
+        "lakecdc.source_table": ident.source_table,
+        "lakecdc.mirror_name": ident.mirror_name,
+        SOURCE_IDENTITY_PROPERTY: ident.source_key,
+        "lakecdc.key": ",".join(key),
+        "delta.enableChangeDataFeed": "true",
+        "delta.enableTypeWidening": "true",
+        SINCE_PROPERTY: json.dumps(since, sort_keys=True),
+        **COLUMN_MAPPING,
+    }
     cols = [column_ddl(c, t) for c, t in columns.items()] + [f"{n} {t}" for n, t in LINEAGE_DDL]
     if keyless:
         cols.append(f"{ROW_ID_COLUMN} STRING")
@@ -234,23 +262,35 @@ def _create(spark: SparkSession, ident: MirrorIdentity, key: tuple[str, ...], co
     spark.sql(f"CREATE TABLE IF NOT EXISTS {ident.ref.sql} ({', '.join(cols)}) USING DELTA TBLPROPERTIES ({prop_sql})")
     if not keyless:
         key_cols = [column_ddl(c, columns.get(c)) for c in key]
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {ident.tombstones.sql} ({', '.join(key_cols)}, _seq STRING, "
-                  f"_queue_pos STRING, _event_time TIMESTAMP) USING DELTA "
-                  f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')")
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {ident.tombstones.sql} ({', '.join(key_cols)}, _seq STRING, "
+            f"_queue_pos STRING, _event_time TIMESTAMP) USING DELTA "
+            f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')"
+        )
     return MirrorShape(columns=columns, keyless=keyless)
 
 
 class SchemaEvolution:
     """One batch's comparison of an existing mirror with what the messages carry."""
 
-    def __init__(self, spark: SparkSession, ident: MirrorIdentity, props: dict[str, str],
-                 existing: dict[str, tuple[str, str | None]], key: tuple[str, ...], configured: dict[str, str],
-                 sightings: dict[str, ColumnSighting], schemaless: bool) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        ident: MirrorIdentity,
+        props: dict[str, str],
+        existing: dict[str, tuple[str, str | None]],
+        key: tuple[str, ...],
+        configured: dict[str, str],
+        sightings: dict[str, ColumnSighting],
+        schemaless: bool,
+    ) -> None:
         self.spark, self.ident, self.key = spark, ident, tuple(key)
         self.configured, self.sightings, self.schemaless = configured, sightings, schemaless
         self.spark_types = {c: t for c, (t, _src) in existing.items() if c not in SYSTEM_COLUMNS}
-        self.shape = MirrorShape(columns={c: src for c, (_t, src) in existing.items() if c not in SYSTEM_COLUMNS},
-                                 keyless=ROW_ID_COLUMN in existing)
+        self.shape = MirrorShape(
+            columns={c: src for c, (_t, src) in existing.items() if c not in SYSTEM_COLUMNS},
+            keyless=ROW_ID_COLUMN in existing,
+        )
         self.since: dict[str, str] = json.loads(props.get(SINCE_PROPERTY) or "{}")
         self.dropped: dict[str, str] = json.loads(props.get(DROPPED_PROPERTY) or "{}")
         self.shape.renames = json.loads(props.get(RENAMED_PROPERTY) or "{}")
@@ -269,13 +309,19 @@ class SchemaEvolution:
             old, new_name = renamed
             new.remove(new_name)
             del gone[old]
-            self._decide(f"column {old!r} renamed to {new_name!r}", predicate=self._lacking_sql(old),
-                         evolve=lambda: self._rename(old, new_name), ignore=lambda: self._ignore_rename(old, new_name))
+            self._decide(
+                f"column {old!r} renamed to {new_name!r}",
+                predicate=self._lacking_sql(old),
+                evolve=lambda: self._rename(old, new_name),
+                ignore=lambda: self._ignore_rename(old, new_name),
+            )
         for column, seq in sorted(gone.items()):
-            self._decide(f"column {column!r} dropped (an image of sequence {seq} no longer carries it)",
-                         predicate=self._lacking_sql(column),
-                         evolve=lambda c=column, s=seq: self._drop(c, s),
-                         ignore=lambda c=column: self.shape.unwritten.add(c))
+            self._decide(
+                f"column {column!r} dropped (an image of sequence {seq} no longer carries it)",
+                predicate=self._lacking_sql(column),
+                evolve=lambda c=column, s=seq: self._drop(c, s),
+                ignore=lambda c=column: self.shape.unwritten.add(c),
+            )
         if new:
             self._add(new)
         for column in sorted(set(self.shape.columns) & set(self.sightings)):
@@ -329,8 +375,10 @@ class SchemaEvolution:
         return (old, candidate) if lacking and all(candidate in s.columns for s in lacking) else None
 
     def _lacking_sql(self, column: str) -> str:
-        return (f"{FULL_IMAGE_SQL} AND NOT map_contains_key(after, {lit(column)}) "
-                f"AND seq > {lit(self.since.get(column, ''))}")
+        return (
+            f"{FULL_IMAGE_SQL} AND NOT map_contains_key(after, {lit(column)}) "
+            f"AND seq > {lit(self.since.get(column, ''))}"
+        )
 
     # -- the policy
     def _decide(self, what: str, predicate: str, evolve: Callable[[], None], ignore: Callable[[], None]) -> None:
@@ -339,7 +387,8 @@ class SchemaEvolution:
             raise SchemaChangeError(
                 f"gold: {self.where}: {what}. The table's schema_changes policy is fail: set "
                 f"tables.{self.where}.schema_changes (or the top-level schema_changes) to evolve, ignore or "
-                f"quarantine and run again; this micro-batch was not applied")
+                f"quarantine and run again; this micro-batch was not applied"
+            )
         if policy == "quarantine":
             self.shape.rejects.append((predicate, f"schema change: {what} (schema_changes: quarantine)"))
         elif policy == "evolve":
@@ -353,8 +402,10 @@ class SchemaEvolution:
         self.spark.sql(f"ALTER TABLE {self.ident.ref.sql} {sql}")
 
     def _column_mapping(self) -> None:
-        self._alter("SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
-                    "'delta.minWriterVersion' = '5')")
+        self._alter(
+            "SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
+            "'delta.minWriterVersion' = '5')"
+        )
 
     def _add(self, new: list[str]) -> None:
         types = {c: _wanted_type(c, self.configured, self.sightings) for c in new}
@@ -401,12 +452,17 @@ class SchemaEvolution:
                 continue
             kind = "narrowed" if fits(new, old) else "retyped"
             if kind == "retyped" and column in self.key and self.ident.policy == "evolve":
-                raise SchemaChangeError(f"gold: {self.where}: key column {column!r} changed type from {old} to "
-                                        f"{new}; a key cannot become text in place: rebuild the mirror from bronze")
+                raise SchemaChangeError(
+                    f"gold: {self.where}: key column {column!r} changed type from {old} to "
+                    f"{new}; a key cannot become text in place: rebuild the mirror from bronze"
+                )
             predicate = f"{lit(source_type)} <=> col_types[{lit(column)}]"
-            self._decide(f"column {column!r} {kind} from {old} to {new} (source type {source_type})", predicate,
-                         evolve=(lambda: None) if kind == "narrowed" else (lambda c=column: self._as_text(c)),
-                         ignore=lambda: None)
+            self._decide(
+                f"column {column!r} {kind} from {old} to {new} (source type {source_type})",
+                predicate,
+                evolve=(lambda: None) if kind == "narrowed" else (lambda c=column: self._as_text(c)),
+                ignore=lambda: None,
+            )
 
     def _as_text(self, column: str) -> None:
         """Rewrite one column as canonical text (``evolve`` of an unrelated type change)."""
@@ -414,7 +470,8 @@ class SchemaEvolution:
 
         df = self.ident.ref.read(self.spark)
         text = F.expr(export_expr(column, self.spark_types[column])).alias(
-            column, metadata={"comment": SOURCE_TYPE_PREFIX + TEXT_SOURCE_TYPE})
+            column, metadata={"comment": SOURCE_TYPE_PREFIX + TEXT_SOURCE_TYPE}
+        )
         rewritten = df.withColumn(column, text)  # one commit: the values and the comment together
         self.ident.ref.save(rewritten.write.format("delta").mode("overwrite").option("overwriteSchema", "true"))
         self.shape.columns[column], self.spark_types[column] = TEXT_SOURCE_TYPE, "string"
@@ -427,6 +484,8 @@ class SchemaEvolution:
         now = (self.since, self.dropped, self.shape.renames)
         if now != self.props_before:
             values = {SINCE_PROPERTY: self.since, DROPPED_PROPERTY: self.dropped, RENAMED_PROPERTY: self.shape.renames}
-            self._alter("SET TBLPROPERTIES (" + ", ".join(f"{lit(k)} = {lit(json.dumps(v, sort_keys=True))}"
-                                                          for k, v in values.items()) + ")")
-
+            self._alter(
+                "SET TBLPROPERTIES ("
+                + ", ".join(f"{lit(k)} = {lit(json.dumps(v, sort_keys=True))}" for k, v in values.items())
+                + ")"
+            )

@@ -5,10 +5,12 @@ truncate, apply) with the data-quality hooks around them: the table's batch expe
 Expectations row rules: ``drop`` quarantines, ``warn`` records, ``fail`` stops), the built-in CDC
 checks that need the mirror as it was before the batch, and the mirror expectations after it.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig, TableConfig
 from pipelines.delta_writes import quarantine_frame, run_id
@@ -32,8 +34,15 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["GoldStats", "apply_gold_batch", "apply_table", "resolve_key", "source_table_col", "start_gold",
-           "table_config"]
+__all__ = [
+    "GoldStats",
+    "apply_gold_batch",
+    "apply_table",
+    "resolve_key",
+    "source_table_col",
+    "start_gold",
+    "table_config",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +64,28 @@ def resolve_key(props: dict[str, str] | None, profile: TableProfile, tc: TableCo
     return profile.key or (tc.key if tc else ())
 
 
-def apply_table(spark: SparkSession, changes: DataFrame, profile: TableProfile, cfg: PipelineConfig,
-                wh: Warehouse, app_id: str, batch_id: int) -> GoldStats:
+def apply_table(
+    spark: SparkSession,
+    changes: DataFrame,
+    profile: TableProfile,
+    cfg: PipelineConfig,
+    wh: Warehouse,
+    app_id: str,
+    batch_id: int,
+) -> GoldStats:
     """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch."""
     source = profile.source
     tc = table_config(cfg, source.name)
     parts = tuple(tc.target.split(".")) if tc and tc.target else source.parts
-    ident = MirrorIdentity(source.name, tc.target if tc and tc.target else source.name, wh.mirror(parts),
-                           wh.tombstones(parts), policy=(tc.schema_changes if tc and tc.schema_changes
-                                                         else cfg.schema_changes),
-                           source_key=profile.name, name_parts=parts)
+    ident = MirrorIdentity(
+        source.name,
+        tc.target if tc and tc.target else source.name,
+        wh.mirror(parts),
+        wh.tombstones(parts),
+        policy=(tc.schema_changes if tc and tc.schema_changes else cfg.schema_changes),
+        source_key=profile.name,
+        name_parts=parts,
+    )
     ctx = BatchContext(spark, ident, wh, app_id, batch_id, GoldStats(tables={profile.name}))
     # the mirror's properties as the batch begins (None: no mirror yet), read once for every stage
     props = table_properties(spark, ident.ref) if ident.ref.exists(spark) else None
@@ -72,15 +93,29 @@ def apply_table(spark: SparkSession, changes: DataFrame, profile: TableProfile, 
     if conflict:
         return _refuse(ctx, changes, conflict)
     key = resolve_key(props, profile, tc)
-    shape = shape_mirror(spark, ident, props, key, dict(tc.columns) if tc else {}, profile.columns, profile.shapes,
-                         profile.schemaless, keyless=not key)
+    shape = shape_mirror(
+        spark,
+        ident,
+        props,
+        key,
+        dict(tc.columns) if tc else {},
+        profile.columns,
+        profile.shapes,
+        profile.schemaless,
+        keyless=not key,
+    )
     invalid_policy = tc.invalid_values if tc and tc.invalid_values else cfg.invalid_values
     checked = check_changes(rename_columns(changes, shape.renames), shape, key, invalid_policy).persist()
     try:
         good = quarantine_misfits(ctx, checked)
         if invalid_policy == "null" and profile.invalid_values:
-            write_results(spark, wh, invalid_value_rows(ident.mirror_name, good, key, app_id, batch_id),
-                          app_id=ctx.stamp(Step.INVALID_VALUE_RESULTS), version=batch_id)
+            write_results(
+                spark,
+                wh,
+                invalid_value_rows(ident.mirror_name, good, key, app_id, batch_id),
+                app_id=ctx.stamp(Step.INVALID_VALUE_RESULTS),
+                version=batch_id,
+            )
         good = _batch_expectations(ctx, tc, good, shape.columns)
         history = wh.history(parts) if tc and tc.history and key else None
         truncated_seq = (props or {}).get(TRUNCATED_SEQ_PROPERTY, "")
@@ -98,9 +133,15 @@ def apply_table(spark: SparkSession, changes: DataFrame, profile: TableProfile, 
         checked.unpersist()
     _mirror_expectations(ctx, tc, key)
     stats = ctx.stats
-    log.info("gold: %s → %s: %d changes applied, %d stale skipped, %d quarantined (%s)", source.name, ident.mirror_name,
-             stats.applied, stats.stale, stats.quarantined,
-             f"key {', '.join(key)}" if key else "no key: multiset")
+    log.info(
+        "gold: %s → %s: %d changes applied, %d stale skipped, %d quarantined (%s)",
+        source.name,
+        ident.mirror_name,
+        stats.applied,
+        stats.stale,
+        stats.quarantined,
+        f"key {', '.join(key)}" if key else "no key: multiset",
+    )
     return stats
 
 
@@ -118,8 +159,9 @@ def _refuse(ctx: BatchContext, changes: DataFrame, reason: str) -> GoldStats:
 # ---------------------------------------------------------------- the quality hooks
 
 
-def _batch_expectations(ctx: BatchContext, tc: TableConfig | None, good: DataFrame,
-                        columns: Mapping[str, str | None]) -> DataFrame:
+def _batch_expectations(
+    ctx: BatchContext, tc: TableConfig | None, good: DataFrame, columns: Mapping[str, str | None]
+) -> DataFrame:
     """Run the table's row rules (Great Expectations) on this batch: ``drop`` quarantines exactly the
     offending changes with the rule's name, ``warn`` records, ``fail`` stops the stream."""
     rules = [r for r in (tc.expectations if tc else ()) if r.scope == "batch"]
@@ -137,21 +179,34 @@ def _batch_expectations(ctx: BatchContext, tc: TableConfig | None, good: DataFra
     write_results(spark, ctx.wh, quality.results, app_id=results_stamp, version=ctx.batch_id)
     keep, bad = quality.split(good)
     if bad is not None:
-        ctx.append(quarantine_frame(bad.withColumn("stage", F.lit("gold"))), ctx.wh.silver("quarantine"),
-                   Step.EXPECTATION_QUARANTINE)
+        ctx.append(
+            quarantine_frame(bad.withColumn("stage", F.lit("gold"))),
+            ctx.wh.silver("quarantine"),
+            Step.EXPECTATION_QUARANTINE,
+        )
         ctx.stats.quarantined += quality.dropped_count
         log.warning("gold: %s: %d changes quarantined by expectations", mirror_name, quality.dropped_count)
     return keep
 
 
-def _cdc_batch_checks(ctx: BatchContext, key: tuple[str, ...], changes: DataFrame, columns: Mapping[str, str | None],
-                      version_before: int) -> None:
+def _cdc_batch_checks(
+    ctx: BatchContext, key: tuple[str, ...], changes: DataFrame, columns: Mapping[str, str | None], version_before: int
+) -> None:
     """Built-in checks that need the mirror as it was before this batch: sequences never go
     backwards for a key, and UPDATE/DELETE before-images match the mirror's row (else: drift)."""
     spark, ref = ctx.spark, ctx.ident.ref
-    rows = cdc_checks(spark, ctx.ident.mirror_name, ref.read(spark), list(key), changes, run_id=ctx.app_id,
-                      batch_id=ctx.batch_id, mirror_before_df=read_version(spark, ref, version_before),
-                      columns=columns, checks=("seq_not_backwards", "source_drift"))
+    rows = cdc_checks(
+        spark,
+        ctx.ident.mirror_name,
+        ref.read(spark),
+        list(key),
+        changes,
+        run_id=ctx.app_id,
+        batch_id=ctx.batch_id,
+        mirror_before_df=read_version(spark, ref, version_before),
+        columns=columns,
+        checks=("seq_not_backwards", "source_drift"),
+    )
     write_results(spark, ctx.wh, rows, app_id=ctx.stamp(Step.CDC_CHECK_RESULTS), version=ctx.batch_id)
 
 
@@ -161,8 +216,9 @@ def _mirror_expectations(ctx: BatchContext, tc: TableConfig | None, key: tuple[s
     if not rules:
         return
     spark = ctx.spark
-    results = check_mirror(spark, ctx.ident.mirror_name, ctx.ident.ref.read(spark), rules, ctx.app_id, ctx.batch_id,
-                           key_cols=key)
+    results = check_mirror(
+        spark, ctx.ident.mirror_name, ctx.ident.ref.read(spark), rules, ctx.app_id, ctx.batch_id, key_cols=key
+    )
     write_results(spark, ctx.wh, results, app_id=ctx.stamp(Step.MIRROR_EXPECTATION_RESULTS), version=ctx.batch_id)
 
 
@@ -187,8 +243,9 @@ def source_table_col() -> Column:
     return F.expr(SOURCE_IDENTITY_SQL)
 
 
-def apply_gold_batch(spark: SparkSession, batch_df: DataFrame, batch_id: int, cfg: PipelineConfig, wh: Warehouse,
-                     app_id: str) -> GoldStats:
+def apply_gold_batch(
+    spark: SparkSession, batch_df: DataFrame, batch_id: int, cfg: PipelineConfig, wh: Warehouse, app_id: str
+) -> GoldStats:
     """Fan one micro-batch out to every table it touches."""
     from pyspark.sql import functions as F
 
@@ -200,17 +257,25 @@ def apply_gold_batch(spark: SparkSession, batch_df: DataFrame, batch_id: int, cf
     try:
         profiles = profile_batch(batch)
         for name in sorted(profiles):
-            total.add(apply_table(spark, batch.where(F.col(SOURCE_TABLE) == name), profiles[name], cfg, wh, app_id,
-                                  batch_id))
+            total.add(
+                apply_table(spark, batch.where(F.col(SOURCE_TABLE) == name), profiles[name], cfg, wh, app_id, batch_id)
+            )
     finally:
         batch.unpersist()
-    log.info("gold batch %d: %d changes applied to %d tables, %d stale, %d quarantined", batch_id, total.applied,
-             len(total.tables), total.stale, total.quarantined)
+    log.info(
+        "gold batch %d: %d changes applied to %d tables, %d stale, %d quarantined",
+        batch_id,
+        total.applied,
+        len(total.tables),
+        total.stale,
+        total.quarantined,
+    )
     return total
 
 
-def start_gold(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, available_now: bool,
-               stats: GoldStats | None = None) -> StreamingQuery:
+def start_gold(
+    spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, available_now: bool, stats: GoldStats | None = None
+) -> StreamingQuery:
     """Start the gold query: silver ``changes`` → :func:`apply_gold_batch`, checkpointed."""
     ensure_silver(spark, wh)
     checkpoint = wh.checkpoint("gold", "apply")
@@ -220,7 +285,12 @@ def start_gold(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, availabl
     def each_batch(df: DataFrame, batch_id: int) -> None:
         stats.add(apply_gold_batch(spark, df, batch_id, cfg, wh, app_id))
 
-    writer = (wh.silver("changes").read_stream(spark).writeStream.queryName("gold_apply")
-              .option("checkpointLocation", checkpoint).foreachBatch(each_batch))
+    writer = (
+        wh.silver("changes")
+        .read_stream(spark)
+        .writeStream.queryName("gold_apply")
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch(each_batch)
+    )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.processing_time)
     return writer.start()

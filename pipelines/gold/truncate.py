@@ -5,6 +5,7 @@ the highest TRUNCATE sequence seen stay stale (the mirror's table property
 ``lakecdc.truncated_seq``). Tombstones up to that sequence are no longer needed and go too; the
 history's current versions close at it.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -23,8 +24,9 @@ if TYPE_CHECKING:
 TRUNCATED_SEQ_PROPERTY = "lakecdc.truncated_seq"
 
 
-def apply_truncate(ctx: BatchContext, changes: DataFrame, profile: TableProfile, truncated_seq: str,
-                   history: TableRef | None = None) -> DataFrame:
+def apply_truncate(
+    ctx: BatchContext, changes: DataFrame, profile: TableProfile, truncated_seq: str, history: TableRef | None = None
+) -> DataFrame:
     """Apply the batch's TRUNCATE (if any) and return the other changes with ``stale``: older than
     the TRUNCATE sequence (``truncated_seq``: as the mirror's property held it when the batch began)."""
     from pyspark.sql import functions as F
@@ -43,12 +45,17 @@ def apply_truncate(ctx: BatchContext, changes: DataFrame, profile: TableProfile,
             with ctx.txn(Step.TRUNCATE_HISTORY):
                 history.delta(spark).update(
                     condition=F.expr(f"_current AND _valid_from_seq <= {lit(profile.truncate_seq)}"),
-                    set={"_current": F.lit(False), "_valid_to_seq": F.lit(profile.truncate_seq),
-                         "_valid_to": F.lit(profile.truncate_time).cast("timestamp")})
+                    set={
+                        "_current": F.lit(False),
+                        "_valid_to_seq": F.lit(profile.truncate_seq),
+                        "_valid_to": F.lit(profile.truncate_time).cast("timestamp"),
+                    },
+                )
         if profile.truncate_seq > truncated_seq:
             truncated_seq = profile.truncate_seq
-            spark.sql(f"ALTER TABLE {ident.ref.sql} SET TBLPROPERTIES "
-                      f"({lit(TRUNCATED_SEQ_PROPERTY)} = {lit(truncated_seq)})")
+            spark.sql(
+                f"ALTER TABLE {ident.ref.sql} SET TBLPROPERTIES ({lit(TRUNCATED_SEQ_PROPERTY)} = {lit(truncated_seq)})"
+            )
     changes = changes.where("op != 'TRUNCATE'")
     if truncated_seq:
         return changes.withColumn("stale", F.col("seq") < F.lit(truncated_seq))

@@ -6,6 +6,7 @@ silent NULL. So is a change a ``quarantine`` schema policy holds back, one that 
 or whose key is NULL (two such rows would collapse into one), and, under ``invalid_values:
 quarantine``, one that carries a value the source holds as invalid (a zero date).
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,9 @@ def rename_columns(changes: DataFrame, renames: dict[str, str]) -> DataFrame:
     return changes.withColumn("changed", F.expr(f"transform(changed, k -> {case})"))
 
 
-def check_changes(changes: DataFrame, shape: MirrorShape, key: tuple[str, ...],
-                  invalid_values: str = "null") -> DataFrame:
+def check_changes(
+    changes: DataFrame, shape: MirrorShape, key: tuple[str, ...], invalid_values: str = "null"
+) -> DataFrame:
     """Each change with ``reason``: why it cannot apply (NULL when it can)."""
     from pyspark.sql import functions as F
 
@@ -46,20 +48,28 @@ def check_changes(changes: DataFrame, shape: MirrorShape, key: tuple[str, ...],
         target = lit(f"{spark_type(columns.get(c))} (source type {columns.get(c)})")
         for image in ("after", "before"):
             value = f"{image}[{lit(c)}]"
-            checks.append(f"CASE WHEN {value} IS NOT NULL AND ({convert_expr(value, columns.get(c))}) IS NULL THEN "
-                          f"concat('value ', substr({value}, 1, 80), ' of column ', {lit(c)}, ' does not fit ', "
-                          f"{target}) END")
+            checks.append(
+                f"CASE WHEN {value} IS NOT NULL AND ({convert_expr(value, columns.get(c))}) IS NULL THEN "
+                f"concat('value ', substr({value}, 1, 80), ' of column ', {lit(c)}, ' does not fit ', "
+                f"{target}) END"
+            )
     for k in key:
-        checks.append(f"CASE WHEN op != 'TRUNCATE' AND NOT (map_contains_key(coalesce(after, map()), {lit(k)}) "
-                      f"OR map_contains_key(coalesce(before, map()), {lit(k)})) THEN "
-                      f"concat('key column ', {lit(k)}, ' is missing from the change') END")
-        checks.append(f"CASE WHEN op != 'TRUNCATE' AND map_contains_key(coalesce({ROW_IMAGE_SQL}, map()), {lit(k)}) "
-                      f"AND ({ROW_IMAGE_SQL})[{lit(k)}] IS NULL THEN "
-                      f"concat('key column ', {lit(k)}, ' is NULL (a table with a key needs one on every row)') END")
+        checks.append(
+            f"CASE WHEN op != 'TRUNCATE' AND NOT (map_contains_key(coalesce(after, map()), {lit(k)}) "
+            f"OR map_contains_key(coalesce(before, map()), {lit(k)})) THEN "
+            f"concat('key column ', {lit(k)}, ' is missing from the change') END"
+        )
+        checks.append(
+            f"CASE WHEN op != 'TRUNCATE' AND map_contains_key(coalesce({ROW_IMAGE_SQL}, map()), {lit(k)}) "
+            f"AND ({ROW_IMAGE_SQL})[{lit(k)}] IS NULL THEN "
+            f"concat('key column ', {lit(k)}, ' is NULL (a table with a key needs one on every row)') END"
+        )
     if invalid_values == "quarantine":
-        checks.append("CASE WHEN invalid IS NOT NULL AND size(invalid) > 0 THEN "
-                      "concat('values the source holds as invalid (column: raw value): ', substr(to_json(invalid), 1, 400), "
-                      "' (invalid_values: quarantine)') END")
+        checks.append(
+            "CASE WHEN invalid IS NOT NULL AND size(invalid) > 0 THEN "
+            "concat('values the source holds as invalid (column: raw value): ', substr(to_json(invalid), 1, 400), "
+            "' (invalid_values: quarantine)') END"
+        )
     return changes.withColumn("reason", F.expr(f"coalesce({', '.join(checks)})") if checks else F.lit(None))
 
 
@@ -70,8 +80,12 @@ def quarantine_misfits(ctx: BatchContext, checked: DataFrame) -> DataFrame:
     bad = checked.where("reason IS NOT NULL")
     ctx.stats.quarantined = bad.count()
     if ctx.stats.quarantined:
-        ctx.append(quarantine_frame(bad.withColumn("stage", F.lit("gold"))), ctx.wh.silver("quarantine"),
-                   Step.QUARANTINE)
-        log.warning("gold: %s: %d changes quarantined (values or schema changes that do not fit the mirror)",
-                    ctx.ident.source_table, ctx.stats.quarantined)
+        ctx.append(
+            quarantine_frame(bad.withColumn("stage", F.lit("gold"))), ctx.wh.silver("quarantine"), Step.QUARANTINE
+        )
+        log.warning(
+            "gold: %s: %d changes quarantined (values or schema changes that do not fit the mirror)",
+            ctx.ident.source_table,
+            ctx.stats.quarantined,
+        )
     return checked.where("reason IS NULL")

@@ -11,6 +11,7 @@ Row rules skip DELETE/TRUNCATE changes (they carry no new value) and, for partia
 columns the change does not carry. Table rules (``unique``, ``row_count_between``) describe the
 mirror after the merge (:func:`check_mirror`); they can warn or fail, there is no single change to drop.
 """
+
 from __future__ import annotations
 
 import json
@@ -92,9 +93,13 @@ def typed_changes(changes: DataFrame, columns: Mapping[str, str | None]) -> Data
     from pyspark.sql import functions as F
 
     sel = [F.expr(typed_column(ROW_IMAGE_SQL, c, t)).alias(c) for c, t in columns.items()]
-    sel += [F.col("op"), F.col("bronze_position"), F.col("change_index").cast("int").alias("change_index"),
-            F.col("seq").alias("_seq"),
-            F.expr("CASE WHEN op = 'UPDATE' AND changed IS NOT NULL THEN changed END").alias("_carried")]
+    sel += [
+        F.col("op"),
+        F.col("bronze_position"),
+        F.col("change_index").cast("int").alias("change_index"),
+        F.col("seq").alias("_seq"),
+        F.expr("CASE WHEN op = 'UPDATE' AND changed IS NOT NULL THEN changed END").alias("_carried"),
+    ]
     return changes.select(*sel)
 
 
@@ -107,8 +112,9 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def check_batch(spark: SparkSession, table: str, typed: DataFrame, rules: Sequence[Rule], run_id: str,
-                batch_id: int) -> BatchQuality:
+def check_batch(
+    spark: SparkSession, table: str, typed: DataFrame, rules: Sequence[Rule], run_id: str, batch_id: int
+) -> BatchQuality:
     """Validate one micro-batch of typed changes against the row rules of ``table``.
 
     ``typed``: one row per change with the mirror's typed columns plus ``bronze_position``,
@@ -127,8 +133,21 @@ def check_batch(spark: SparkSession, table: str, typed: DataFrame, rules: Sequen
     failures: list[str] = []
     for r in missing:
         msg = f"column {r.column!r} is not a column of {table}"
-        out.results.append(result_row(run_id, batch_id, table, r.name, expectation_type(r), r.action, False, None,
-                                      None, json.dumps({"error": msg}), checked_at))
+        out.results.append(
+            result_row(
+                run_id,
+                batch_id,
+                table,
+                r.name,
+                expectation_type(r),
+                r.action,
+                False,
+                None,
+                None,
+                json.dumps({"error": msg}),
+                checked_at,
+            )
+        )
         out.warnings.append(f"{table}: rule {r.name}: {msg}")
         if r.action == "fail":
             failures.append(f"data quality check {r.name!r} failed on table {table}: {msg}")
@@ -145,9 +164,16 @@ def check_batch(spark: SparkSession, table: str, typed: DataFrame, rules: Sequen
             exps.append(expectation_for(r, " AND ".join(cond) or None))
         has_drop = any(r.action == "drop" for r in runnable)
         with cached(typed) as frame:
-            res = GXSession.get().validate(table, f"{asset_name(table)}.batch", exps, frame,
-                                           result_format="COMPLETE" if has_drop else "SUMMARY",
-                                           index_columns=index_cols, run_name=f"{run_id}-b{batch_id}", table=table)
+            res = GXSession.get().validate(
+                table,
+                f"{asset_name(table)}.batch",
+                exps,
+                frame,
+                result_format="COMPLETE" if has_drop else "SUMMARY",
+                index_columns=index_cols,
+                run_name=f"{run_id}-b{batch_id}",
+                table=table,
+            )
         out.validation = res
         by_name = {r.name: r for r in runnable}
         dropped: dict[tuple, dict] = {}
@@ -155,8 +181,21 @@ def check_batch(spark: SparkSession, table: str, typed: DataFrame, rules: Sequen
             rule = by_name[er.expectation_config.meta["rule"]]
             el, un = counts(er)
             ok = bool(er.success)
-            out.results.append(result_row(run_id, batch_id, table, rule.name, er.expectation_config.type,
-                                          rule.action, ok, el, un, details(er), checked_at))
+            out.results.append(
+                result_row(
+                    run_id,
+                    batch_id,
+                    table,
+                    rule.name,
+                    er.expectation_config.type,
+                    rule.action,
+                    ok,
+                    el,
+                    un,
+                    details(er),
+                    checked_at,
+                )
+            )
             if ok:
                 continue
             msg = failure_message(table, rule.name, er.expectation_config.type, er)
@@ -175,9 +214,13 @@ def check_batch(spark: SparkSession, table: str, typed: DataFrame, rules: Sequen
                         continue  # first rule in configured order names the change
                     bad = _text(item.get(rule.column))
                     dropped[ident] = {
-                        "bronze_position": ident[0], "change_index": ident[1], "rule": rule.name, "bad_value": bad,
+                        "bronze_position": ident[0],
+                        "change_index": ident[1],
+                        "rule": rule.name,
+                        "bad_value": bad,
                         "reason": f"expectation {rule.name} ({rule.expectation}) failed: column {rule.column} = "
-                                  f"{'NULL' if bad is None else bad[:200]}"}
+                        f"{'NULL' if bad is None else bad[:200]}",
+                    }
         if dropped:
             out.dropped = spark.createDataFrame(list(dropped.values()), DROPPED_DDL)
             out.dropped_count = len(dropped)
@@ -187,8 +230,17 @@ def check_batch(spark: SparkSession, table: str, typed: DataFrame, rules: Sequen
     return out
 
 
-def run_checks(table: str, suite: str, df: DataFrame, checks: list[tuple[str, str, Any]], *, run_id: str,
-               batch_id: int, index_columns: Sequence[str] = (), fail_on: Iterable[str] = ()) -> list[dict]:
+def run_checks(
+    table: str,
+    suite: str,
+    df: DataFrame,
+    checks: list[tuple[str, str, Any]],
+    *,
+    run_id: str,
+    batch_id: int,
+    index_columns: Sequence[str] = (),
+    fail_on: Iterable[str] = (),
+) -> list[dict]:
     """Validate ``df`` with [(name, action, expectation)] as one GE suite; return the dq_results rows,
     raise :class:`QualityFailure` for a failing ``fail`` check or one named in ``fail_on``."""
     if not checks:
@@ -199,16 +251,26 @@ def run_checks(table: str, suite: str, df: DataFrame, checks: list[tuple[str, st
     for name, action, exp in checks:
         exp.meta = {**(exp.meta or {}), "rule": name, "action": action}
         exps.append(exp)
-    res = GXSession.get().validate(table, f"{asset_name(table)}.{suite}", exps, df, result_format="SUMMARY",
-                                   index_columns=[c for c in index_columns if c in df.columns],
-                                   run_name=f"{run_id}-b{batch_id}", table=table)
+    res = GXSession.get().validate(
+        table,
+        f"{asset_name(table)}.{suite}",
+        exps,
+        df,
+        result_format="SUMMARY",
+        index_columns=[c for c in index_columns if c in df.columns],
+        run_name=f"{run_id}-b{batch_id}",
+        table=table,
+    )
     rows, failures = [], []
     for er in res.results:
         name, action = er.expectation_config.meta["rule"], er.expectation_config.meta["action"]
         el, un = counts(er)
         ok = bool(er.success)
-        rows.append(result_row(run_id, batch_id, table, name, er.expectation_config.type, action, ok, el, un,
-                               details(er), checked_at))
+        rows.append(
+            result_row(
+                run_id, batch_id, table, name, er.expectation_config.type, action, ok, el, un, details(er), checked_at
+            )
+        )
         if not ok:
             msg = failure_message(table, name, er.expectation_config.type, er)
             if action == "fail" or name in fail_on:
@@ -220,8 +282,15 @@ def run_checks(table: str, suite: str, df: DataFrame, checks: list[tuple[str, st
     return rows
 
 
-def check_mirror(spark: SparkSession, table: str, mirror_df: DataFrame, rules: Sequence[Rule], run_id: str,
-                 batch_id: int, key_cols: Sequence[str] = ()) -> list[dict]:
+def check_mirror(
+    spark: SparkSession,
+    table: str,
+    mirror_df: DataFrame,
+    rules: Sequence[Rule],
+    run_id: str,
+    batch_id: int,
+    key_cols: Sequence[str] = (),
+) -> list[dict]:
     """Table rules (``unique``, ``row_count_between``) on the mirror after the merge.
 
     Returns dq_results rows; raises :class:`QualityFailure` for a failing ``fail`` rule."""
@@ -232,15 +301,27 @@ def check_mirror(spark: SparkSession, table: str, mirror_df: DataFrame, rules: S
         absent = [c for c in r.columns if c not in mirror_df.columns]
         if absent:
             msg = f"column {absent[0]!r} is not a column of {table}"
-            rows.append(result_row(run_id, batch_id, table, r.name, expectation_type(r), r.action, False, None, None,
-                                   json.dumps({"error": msg}), utc_now()))
+            rows.append(
+                result_row(
+                    run_id,
+                    batch_id,
+                    table,
+                    r.name,
+                    expectation_type(r),
+                    r.action,
+                    False,
+                    None,
+                    None,
+                    json.dumps({"error": msg}),
+                    utc_now(),
+                )
+            )
             if r.action == "fail":
                 raise QualityFailure(f"data quality check {r.name!r} failed on table {table}: {msg}", rows)
             continue
         checks.append((r.name, r.action, expectation_for(r, None)))
     try:
-        rows += run_checks(table, "mirror", mirror_df, checks, run_id=run_id, batch_id=batch_id,
-                           index_columns=key_cols)
+        rows += run_checks(table, "mirror", mirror_df, checks, run_id=run_id, batch_id=batch_id, index_columns=key_cols)
     except QualityFailure as exc:
         raise QualityFailure(str(exc), rows + exc.results) from None
     return rows

@@ -13,6 +13,7 @@ frame run as one GE suite (the mirror; a probe of the batch's changes against th
 merge; the freshness lag per source; the reconciliation totals), so every frame is computed once.
 :func:`cdc_checks` is the entry point gold and the runner call.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -72,8 +73,14 @@ def current_version(spark: SparkSession, ref: TableRef) -> int | None:
 def key_not_null(key_cols: Sequence[str]) -> list[Check]:
     """Every key column of the mirror is set (one result per key column of a compound key)."""
     E = great_expectations().expectations
-    return [("cdc_key_not_null" if len(key_cols) == 1 else f"cdc_key_not_null.{k}", "warn",
-             E.ExpectColumnValuesToNotBeNull(column=k)) for k in key_cols]
+    return [
+        (
+            "cdc_key_not_null" if len(key_cols) == 1 else f"cdc_key_not_null.{k}",
+            "warn",
+            E.ExpectColumnValuesToNotBeNull(column=k),
+        )
+        for k in key_cols
+    ]
 
 
 def key_unique(key_cols: Sequence[str]) -> list[Check]:
@@ -81,40 +88,73 @@ def key_unique(key_cols: Sequence[str]) -> list[Check]:
     if not key_cols:
         return []
     E = great_expectations().expectations
-    return [("cdc_key_unique", "warn",
-             E.ExpectColumnValuesToBeUnique(column=key_cols[0]) if len(key_cols) == 1
-             else E.ExpectCompoundColumnsToBeUnique(column_list=list(key_cols)))]
+    return [
+        (
+            "cdc_key_unique",
+            "warn",
+            E.ExpectColumnValuesToBeUnique(column=key_cols[0])
+            if len(key_cols) == 1
+            else E.ExpectCompoundColumnsToBeUnique(column_list=list(key_cols)),
+        )
+    ]
 
 
 def seq_not_backwards() -> list[Check]:
     """On the :func:`change_probe`: a change's sequence is not older than the mirror's for its key."""
     E = great_expectations().expectations
-    return [("cdc_seq_not_backwards", "warn", E.ExpectColumnPairValuesAToBeGreaterThanB(
-        column_A="seq", column_B="prev_seq", or_equal=True, ignore_row_if="either_value_is_missing"))]
+    return [
+        (
+            "cdc_seq_not_backwards",
+            "warn",
+            E.ExpectColumnPairValuesAToBeGreaterThanB(
+                column_A="seq", column_B="prev_seq", or_equal=True, ignore_row_if="either_value_is_missing"
+            ),
+        )
+    ]
 
 
 def source_drift() -> list[Check]:
     """On the :func:`change_probe`: each UPDATE/DELETE not applied yet finds the row it describes."""
     E = great_expectations().expectations
-    return [("cdc_source_drift", "warn", E.ExpectColumnValuesToBeInSet(
-        column="row_matches", value_set=[True], row_condition="check_drift", condition_parser="spark"))]
+    return [
+        (
+            "cdc_source_drift",
+            "warn",
+            E.ExpectColumnValuesToBeInSet(
+                column="row_matches", value_set=[True], row_condition="check_drift", condition_parser="spark"
+            ),
+        )
+    ]
 
 
 def freshness() -> list[Check]:
     """On the :func:`freshness_frame`: each source's lag is within its threshold."""
     E = great_expectations().expectations
-    return [("cdc_freshness", "warn", E.ExpectColumnPairValuesAToBeGreaterThanB(
-        column_A="threshold_seconds", column_B="lag_seconds", or_equal=True))]
+    return [
+        (
+            "cdc_freshness",
+            "warn",
+            E.ExpectColumnPairValuesAToBeGreaterThanB(
+                column_A="threshold_seconds", column_B="lag_seconds", or_equal=True
+            ),
+        )
+    ]
 
 
 def reconcile() -> list[Check]:
     """On the :func:`reconcile_frame`: the mirror has the full load's row count and checksum."""
     E = great_expectations().expectations
     return [
-        ("cdc_reconcile_count", "warn", E.ExpectColumnPairValuesToBeEqual(column_A="mirror_rows",
-                                                                        column_B="snapshot_rows")),
-        ("cdc_reconcile_checksum", "warn", E.ExpectColumnPairValuesToBeEqual(column_A="mirror_checksum",
-                                                                           column_B="snapshot_checksum")),
+        (
+            "cdc_reconcile_count",
+            "warn",
+            E.ExpectColumnPairValuesToBeEqual(column_A="mirror_rows", column_B="snapshot_rows"),
+        ),
+        (
+            "cdc_reconcile_checksum",
+            "warn",
+            E.ExpectColumnPairValuesToBeEqual(column_A="mirror_checksum", column_B="snapshot_checksum"),
+        ),
     ]
 
 
@@ -125,8 +165,10 @@ def expected_key_sql(column: str) -> str:
     """SQL of a key column's text where the change expects its row: an UPDATE/DELETE at its
     before-image's key (a key change moves the row), any other change at its after-image's."""
     name = lit(column)
-    return (f"(CASE WHEN op IN ('UPDATE', 'DELETE') THEN coalesce(before[{name}], after[{name}]) "
-            f"ELSE coalesce(after[{name}], before[{name}]) END)")
+    return (
+        f"(CASE WHEN op IN ('UPDATE', 'DELETE') THEN coalesce(before[{name}], after[{name}]) "
+        f"ELSE coalesce(after[{name}], before[{name}]) END)"
+    )
 
 
 def change_probe(changes: DataFrame, mirror: MirrorFrames) -> DataFrame:
@@ -138,15 +180,20 @@ def change_probe(changes: DataFrame, mirror: MirrorFrames) -> DataFrame:
     before_df, key_cols, columns = mirror.before, list(mirror.key_cols), mirror.columns
     kcols = [f"k_{i}" for i in range(len(key_cols))]
     ch = changes.where("op IN ('INSERT', 'UPDATE', 'DELETE', 'SNAPSHOT')")
-    ch = ch.selectExpr("*", *[f"{convert_expr(expected_key_sql(k), columns.get(k))} AS {q(kc)}"
-                              for k, kc in zip(key_cols, kcols)])
+    ch = ch.selectExpr(
+        "*", *[f"{convert_expr(expected_key_sql(k), columns.get(k))} AS {q(kc)}" for k, kc in zip(key_cols, kcols)]
+    )
     compare = [c for c in before_df.columns if c in columns and c not in key_cols and c not in LINEAGE_COLUMNS]
-    ch = ch.withColumn("ord", F.concat_ws("|", "seq", "queue_pos",
-                                          F.lpad(F.col("change_index").cast("string"), 6, "0")))
+    ch = ch.withColumn(
+        "ord", F.concat_ws("|", "seq", "queue_pos", F.lpad(F.col("change_index").cast("string"), 6, "0"))
+    )
     ch = ch.withColumn("first_for_key", F.row_number().over(Window.partitionBy(*kcols).orderBy("ord")) == 1)
-    mb = before_df.select(*[F.col(q(k)).alias(kc) for k, kc in zip(key_cols, kcols)],
-                          F.col("_seq").alias("prev_seq"), F.lit(True).alias("present"),
-                          *[F.col(q(c)).alias(f"m_{j}") for j, c in enumerate(compare)])
+    mb = before_df.select(
+        *[F.col(q(k)).alias(kc) for k, kc in zip(key_cols, kcols)],
+        F.col("_seq").alias("prev_seq"),
+        F.lit(True).alias("present"),
+        *[F.col(q(c)).alias(f"m_{j}") for j, c in enumerate(compare)],
+    )
     cond = None
     for kc in kcols:
         c = ch[kc].eqNullSafe(mb[kc])
@@ -155,18 +202,33 @@ def change_probe(changes: DataFrame, mirror: MirrorFrames) -> DataFrame:
     diffs = []
     for idx, c in enumerate(compare):
         was = convert_expr(f"before[{lit(c)}]", columns.get(c))
-        diffs.append(f"CASE WHEN map_contains_key(coalesce(before, map()), {lit(c)}) "
-                     f"AND NOT (({was}) <=> {q(f'm_{idx}')}) THEN {lit(c)} END")
+        diffs.append(
+            f"CASE WHEN map_contains_key(coalesce(before, map()), {lit(c)}) "
+            f"AND NOT (({was}) <=> {q(f'm_{idx}')}) THEN {lit(c)} END"
+        )
     diff_sql = f"concat_ws(',', {', '.join(diffs)})" if diffs else "''"
     j = j.withColumn("diff_cols", F.expr(diff_sql))
     j = j.withColumn("row_matches", F.expr("coalesce(present, false) AND diff_cols = ''"))
-    j = j.withColumn("drift", F.expr("CASE WHEN present IS NULL THEN 'row missing' "
-                                     "WHEN diff_cols != '' THEN concat('differs: ', diff_cols) END"))
+    j = j.withColumn(
+        "drift",
+        F.expr(
+            "CASE WHEN present IS NULL THEN 'row missing' WHEN diff_cols != '' THEN concat('differs: ', diff_cols) END"
+        ),
+    )
     # only changes not applied yet: a retried batch (seq <= mirror's) must not look like drift
-    j = j.withColumn("check_drift", F.expr(
-        "op IN ('UPDATE', 'DELETE') AND first_for_key AND (prev_seq IS NULL OR seq > prev_seq)"))
-    return j.select("bronze_position", F.col("change_index").cast("int").alias("change_index"), "op", "seq",
-                    "prev_seq", "row_matches", "drift", "check_drift")
+    j = j.withColumn(
+        "check_drift", F.expr("op IN ('UPDATE', 'DELETE') AND first_for_key AND (prev_seq IS NULL OR seq > prev_seq)")
+    )
+    return j.select(
+        "bronze_position",
+        F.col("change_index").cast("int").alias("change_index"),
+        "op",
+        "seq",
+        "prev_seq",
+        "row_matches",
+        "drift",
+        "check_drift",
+    )
 
 
 def threshold_seconds(threshold: Any, source: str | None) -> float:
@@ -178,8 +240,9 @@ def threshold_seconds(threshold: Any, source: str | None) -> float:
     return parse_duration(value if value is not None else DEFAULT_FRESHNESS, "freshness threshold").total_seconds()
 
 
-def freshness_frame(spark: SparkSession, mirror_df: DataFrame, heartbeats_df: DataFrame | None, threshold: Any,
-                    now: _dt.datetime) -> DataFrame | None:
+def freshness_frame(
+    spark: SparkSession, mirror_df: DataFrame, heartbeats_df: DataFrame | None, threshold: Any, now: _dt.datetime
+) -> DataFrame | None:
     """One row per source: when it was last seen (event time or heartbeat), its lag and threshold.
     None when there is nothing to measure."""
     from pyspark.sql import functions as F
@@ -205,10 +268,15 @@ def freshness_frame(spark: SparkSession, mirror_df: DataFrame, heartbeats_df: Da
     for r in last:
         seen = r["last_seen"]
         seen_utc = seen.astimezone(_dt.timezone.utc) if seen.tzinfo else seen.astimezone().astimezone(_dt.timezone.utc)
-        data.append((r["source"], seen_utc.isoformat(), float((now - seen_utc).total_seconds()),
-                     float(threshold_seconds(threshold, r["source"]))))
-    return spark.createDataFrame(data, "source STRING, last_seen STRING, lag_seconds DOUBLE, "
-                                       "threshold_seconds DOUBLE")
+        data.append(
+            (
+                r["source"],
+                seen_utc.isoformat(),
+                float((now - seen_utc).total_seconds()),
+                float(threshold_seconds(threshold, r["source"])),
+            )
+        )
+    return spark.createDataFrame(data, "source STRING, last_seen STRING, lag_seconds DOUBLE, threshold_seconds DOUBLE")
 
 
 def row_hash_sql(cols: Sequence[str]) -> str:
@@ -226,19 +294,24 @@ def reconcile_frame(spark: SparkSession, mirror: MirrorFrames, snapshot_df: Data
     cols = [c for c in mirror_df.columns if c not in LINEAGE_COLUMNS]
     snap = snapshot_df.where("op = 'SNAPSHOT'").selectExpr(
         *[f"{typed_column('after', c, mirror.columns.get(c))} AS {q(c)}" for c in cols],
-        "concat_ws('|', seq, queue_pos, lpad(CAST(change_index AS STRING), 6, '0')) AS _ord")
+        "concat_ws('|', seq, queue_pos, lpad(CAST(change_index AS STRING), 6, '0')) AS _ord",
+    )
     w = Window.partitionBy(*[F.col(q(k)) for k in mirror.key_cols]).orderBy(F.col("_ord").desc())
     snap = snap.withColumn("_rn", F.row_number().over(w)).where("_rn = 1")  # latest per key
     # cast the snapshot to the mirror's types so both sides hash the same canonical value
     types = {f.name: f.dataType.simpleString() for f in mirror_df.schema.fields}
     snap = snap.select(*[F.col(q(c)).cast(types[c]).alias(c) for c in cols])
     hs = row_hash_sql(cols)
-    m = mirror_df.select(*[F.col(q(c)) for c in cols]).agg(
-        F.count(F.lit(1)).alias("n"), F.expr(f"sum({hs})").alias("h")).first()
+    m = (
+        mirror_df.select(*[F.col(q(c)) for c in cols])
+        .agg(F.count(F.lit(1)).alias("n"), F.expr(f"sum({hs})").alias("h"))
+        .first()
+    )
     s = snap.agg(F.count(F.lit(1)).alias("n"), F.expr(f"sum({hs})").alias("h")).first()
     return spark.createDataFrame(
         [(int(m["n"]), int(s["n"]), str(m["h"] or 0), str(s["h"] or 0))],
-        "mirror_rows BIGINT, snapshot_rows BIGINT, mirror_checksum STRING, snapshot_checksum STRING")
+        "mirror_rows BIGINT, snapshot_rows BIGINT, mirror_checksum STRING, snapshot_checksum STRING",
+    )
 
 
 # ---------------------------------------------------------------- the entry point
@@ -253,18 +326,40 @@ class _Suites:
 
     def run(self, suite: str, df: DataFrame, items: list[Check], index_columns: Sequence[str] = ()) -> None:
         try:
-            self.rows.extend(run_checks(self.table, suite, df, items, run_id=self.run_id, batch_id=self.batch_id,
-                                        index_columns=index_columns, fail_on=self.fail_on))
+            self.rows.extend(
+                run_checks(
+                    self.table,
+                    suite,
+                    df,
+                    items,
+                    run_id=self.run_id,
+                    batch_id=self.batch_id,
+                    index_columns=index_columns,
+                    fail_on=self.fail_on,
+                )
+            )
         except QualityFailure as exc:
             raise QualityFailure(str(exc), self.rows + exc.results) from None
 
 
-def cdc_checks(spark: SparkSession, table: str, mirror_df: DataFrame, key_cols: Sequence[str],
-               batch_changes_df: DataFrame | None = None, *, run_id: str = "", batch_id: int = 0,
-               mirror_before_df: DataFrame | None = None, columns: Mapping[str, str | None] | None = None,
-               heartbeats_df: DataFrame | None = None, freshness_threshold: Any = DEFAULT_FRESHNESS,
-               now: _dt.datetime | None = None, snapshot_df: DataFrame | None = None,
-               checks: Iterable[str] = CDC_CHECKS, fail_on: Iterable[str] = ()) -> list[dict]:
+def cdc_checks(
+    spark: SparkSession,
+    table: str,
+    mirror_df: DataFrame,
+    key_cols: Sequence[str],
+    batch_changes_df: DataFrame | None = None,
+    *,
+    run_id: str = "",
+    batch_id: int = 0,
+    mirror_before_df: DataFrame | None = None,
+    columns: Mapping[str, str | None] | None = None,
+    heartbeats_df: DataFrame | None = None,
+    freshness_threshold: Any = DEFAULT_FRESHNESS,
+    now: _dt.datetime | None = None,
+    snapshot_df: DataFrame | None = None,
+    checks: Iterable[str] = CDC_CHECKS,
+    fail_on: Iterable[str] = (),
+) -> list[dict]:
     """The checks every mirror gets without configuration; returns dq_results rows.
 
     mirror_df          the mirror after this batch's merge (gold columns + lineage ``_seq``, ``_source``,
@@ -287,20 +382,26 @@ def cdc_checks(spark: SparkSession, table: str, mirror_df: DataFrame, key_cols: 
     cdc_freshness, cdc_reconcile_count, cdc_reconcile_checksum.
     """
     wanted = set(checks)
-    mirror = MirrorFrames(after=mirror_df, key_cols=tuple(key_cols), before=mirror_before_df,
-                          columns=dict(columns) if columns is not None else source_types(mirror_df))
+    mirror = MirrorFrames(
+        after=mirror_df,
+        key_cols=tuple(key_cols),
+        before=mirror_before_df,
+        columns=dict(columns) if columns is not None else source_types(mirror_df),
+    )
     suites = _Suites(table, run_id, batch_id, fail_on)
 
     # the mirror after the merge: key columns never NULL, key unique
     items = (key_not_null(mirror.key_cols) if "key_not_null" in wanted else []) + (
-        key_unique(mirror.key_cols) if "key_unique" in wanted else [])
+        key_unique(mirror.key_cols) if "key_unique" in wanted else []
+    )
     if items:
         with cached(mirror.after) as frame:
             suites.run("cdc_mirror", frame, items, index_columns=[*mirror.key_cols, "_seq"])
 
     # the batch's changes against the mirror before: sequences never backwards, UPDATE/DELETE find their row
     items = (seq_not_backwards() if "seq_not_backwards" in wanted else []) + (
-        source_drift() if "source_drift" in wanted else [])
+        source_drift() if "source_drift" in wanted else []
+    )
     if items and batch_changes_df is not None and mirror.before is not None and mirror.key_cols:
         with cached(change_probe(batch_changes_df, mirror)) as frame:
             suites.run("cdc_changes", frame, items, index_columns=["bronze_position", "change_index", "op", "drift"])

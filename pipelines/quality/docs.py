@@ -6,6 +6,7 @@ Data Docs need stored validation results, which the ephemeral context of
 validation results to that context's validation-results store (so history accumulates across runs)
 and builds a filesystem site whose ``base_directory`` is ``<warehouse>/dq/data_docs``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,13 @@ def _validations(results: Iterable | None) -> list[tuple[str, str, Any]]:
     return items
 
 
-def build_data_docs(results: Iterable | None = None, out_dir: str | os.PathLike | None = None, *,
-                    warehouse: Warehouse | str | None = None, project_dir: str | os.PathLike | None = None) -> str:
+def build_data_docs(
+    results: Iterable | None = None,
+    out_dir: str | os.PathLike | None = None,
+    *,
+    warehouse: Warehouse | str | None = None,
+    project_dir: str | os.PathLike | None = None,
+) -> str:
     """Render Great Expectations Data Docs; returns the path of ``index.html``.
 
     results      validation results (GE ``ExpectationSuiteValidationResult`` or :class:`BatchQuality`);
@@ -69,9 +75,12 @@ def build_data_docs(results: Iterable | None = None, out_dir: str | os.PathLike 
     out.mkdir(parents=True, exist_ok=True)
     items = _validations(results)
     fctx = gx.get_context(mode="file", project_root_dir=str(project))
-    site = {"class_name": "SiteBuilder", "show_how_to_buttons": False,
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(out)}}
+    site = {
+        "class_name": "SiteBuilder",
+        "show_how_to_buttons": False,
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(out)},
+    }
     sites = fctx.get_config().data_docs_sites or {}
     if "lakecdc" not in sites:
         fctx.add_data_docs_site(site_name="lakecdc", site_config=site)
@@ -85,7 +94,8 @@ def build_data_docs(results: Iterable | None = None, out_dir: str | os.PathLike 
         key = ValidationResultIdentifier(
             expectation_suite_identifier=ExpectationSuiteIdentifier(name=res.suite_name),
             run_id=rid,
-            batch_identifier=asset_name(table or "table"))
+            batch_identifier=asset_name(table or "table"),
+        )
         fctx.validation_results_store.set(key, res)
     urls = fctx.build_data_docs(site_names=["lakecdc"])
     index = out / "index.html"

@@ -8,6 +8,7 @@ an npm package. When the asset cache (:func:`cache_dir`) already holds those pac
 local copies; otherwise the site keeps its CDN links, which is what a connected workspace wants.
 Filling the cache (``npm pack``) is a dev tool: :func:`pipelines.testing.dq_assets.fetch_assets`.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,29 +18,62 @@ from pathlib import Path
 
 #: CDN URL → (npm package@version, file inside the package, extra folder to copy along).
 ASSETS: dict[str, tuple[str, str, str | None]] = {
-    "https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css":
-        ("bootstrap@4.3.1", "dist/css/bootstrap.min.css", None),
-    "https://stackpath.bootstrapcdn.com/bootstrap/4.3.1/js/bootstrap.min.js":
-        ("bootstrap@4.3.1", "dist/js/bootstrap.min.js", None),
+    "https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css": (
+        "bootstrap@4.3.1",
+        "dist/css/bootstrap.min.css",
+        None,
+    ),
+    "https://stackpath.bootstrapcdn.com/bootstrap/4.3.1/js/bootstrap.min.js": (
+        "bootstrap@4.3.1",
+        "dist/js/bootstrap.min.js",
+        None,
+    ),
     "https://code.jquery.com/jquery-3.7.1.min.js": ("jquery@3.7.1", "dist/jquery.min.js", None),
-    "https://cdnjs.cloudflare.com/ajax/libs/popper.js/1.12.9/umd/popper.min.js":
-        ("popper.js@1.12.9", "dist/umd/popper.min.js", None),
-    "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.js":
-        ("bootstrap-table@1.19.1", "dist/bootstrap-table.min.js", None),
-    "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.css":
-        ("bootstrap-table@1.19.1", "dist/bootstrap-table.min.css", None),
-    "https://unpkg.com/bootstrap-table@1.19.1/dist/extensions/filter-control/bootstrap-table-filter-control.min.js":
-        ("bootstrap-table@1.19.1", "dist/extensions/filter-control/bootstrap-table-filter-control.min.js", None),
-    "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.min.css":
-        ("bootstrap-table@1.19.1", "dist/extensions/filter-control/bootstrap-table-filter-control.min.css", None),
-    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/js/bootstrap-datepicker.min.js":
-        ("bootstrap-datepicker@1.9.0", "dist/js/bootstrap-datepicker.min.js", None),
-    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/css/bootstrap-datepicker.min.css":
-        ("bootstrap-datepicker@1.9.0", "dist/css/bootstrap-datepicker.min.css", None),
-    "https://cdnjs.cloudflare.com/ajax/libs/font-awesome/6.6.0/css/all.min.css":
-        ("@fortawesome/fontawesome-free@6.6.0", "css/all.min.css", "webfonts"),
-    "https://cdn.jsdelivr.net/npm/@forevolve/bootstrap-dark@1.1.0/dist/css/bootstrap-prefers-dark.css":
-        ("@forevolve/bootstrap-dark@1.1.0", "dist/css/bootstrap-prefers-dark.css", None),
+    "https://cdnjs.cloudflare.com/ajax/libs/popper.js/1.12.9/umd/popper.min.js": (
+        "popper.js@1.12.9",
+        "dist/umd/popper.min.js",
+        None,
+    ),
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.js": (
+        "bootstrap-table@1.19.1",
+        "dist/bootstrap-table.min.js",
+        None,
+    ),
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.css": (
+        "bootstrap-table@1.19.1",
+        "dist/bootstrap-table.min.css",
+        None,
+    ),
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/extensions/filter-control/bootstrap-table-filter-control.min.js": (
+        "bootstrap-table@1.19.1",
+        "dist/extensions/filter-control/bootstrap-table-filter-control.min.js",
+        None,
+    ),
+    "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.min.css": (
+        "bootstrap-table@1.19.1",
+        "dist/extensions/filter-control/bootstrap-table-filter-control.min.css",
+        None,
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/js/bootstrap-datepicker.min.js": (
+        "bootstrap-datepicker@1.9.0",
+        "dist/js/bootstrap-datepicker.min.js",
+        None,
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/css/bootstrap-datepicker.min.css": (
+        "bootstrap-datepicker@1.9.0",
+        "dist/css/bootstrap-datepicker.min.css",
+        None,
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/font-awesome/6.6.0/css/all.min.css": (
+        "@fortawesome/fontawesome-free@6.6.0",
+        "css/all.min.css",
+        "webfonts",
+    ),
+    "https://cdn.jsdelivr.net/npm/@forevolve/bootstrap-dark@1.1.0/dist/css/bootstrap-prefers-dark.css": (
+        "@forevolve/bootstrap-dark@1.1.0",
+        "dist/css/bootstrap-prefers-dark.css",
+        None,
+    ),
     "https://cdn.jsdelivr.net/npm/vega@5": ("vega@5", "build/vega.min.js", None),
     "https://cdn.jsdelivr.net/npm/vega-lite@5": ("vega-lite@5", "build/vega-lite.min.js", None),
     "https://cdn.jsdelivr.net/npm/vega-embed@6": ("vega-embed@6", "build/vega-embed.min.js", None),

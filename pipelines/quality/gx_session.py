@@ -5,6 +5,7 @@ locally): a Spark data source with one dataframe asset per table. This module bu
 from configured rules and reads GE results back into counts, details and failure messages; what to do
 with a failure (record, quarantine, raise) is decided by :mod:`pipelines.quality.batch`.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -67,8 +68,18 @@ class GXSession:
         """(table, run name, validation result) this process ran, newest last; none before the first."""
         return list(cls._instance.recent) if cls._instance is not None else []
 
-    def validate(self, asset: str, suite_name: str, expectations: list, df: DataFrame, *, result_format: str,
-                 index_columns: Sequence[str] = (), run_name: str = "", table: str = "") -> Any:
+    def validate(
+        self,
+        asset: str,
+        suite_name: str,
+        expectations: list,
+        df: DataFrame,
+        *,
+        result_format: str,
+        index_columns: Sequence[str] = (),
+        run_name: str = "",
+        table: str = "",
+    ) -> Any:
         """Validate ``df`` against a suite built from ``expectations``; returns the suite result."""
         gx = self.gx
         with self._lock:
@@ -126,9 +137,15 @@ def expectation_for(rule: Rule, row_condition: str | None) -> Any:
     if rule.expectation == "in_set":
         return E.ExpectColumnValuesToBeInSet(column=rule.column, value_set=list(a["values"]), meta=meta, **cond)
     if rule.expectation == "between":
-        return E.ExpectColumnValuesToBeBetween(column=rule.column, min_value=a.get("min"), max_value=a.get("max"),
-                                               strict_min=a.get("strict_min", False),
-                                               strict_max=a.get("strict_max", False), meta=meta, **cond)
+        return E.ExpectColumnValuesToBeBetween(
+            column=rule.column,
+            min_value=a.get("min"),
+            max_value=a.get("max"),
+            strict_min=a.get("strict_min", False),
+            strict_max=a.get("strict_max", False),
+            meta=meta,
+            **cond,
+        )
     if rule.expectation == "regex":
         return E.ExpectColumnValuesToMatchRegex(column=rule.column, regex=a["pattern"], meta=meta, **cond)
     if rule.expectation == "unique":
@@ -142,11 +159,16 @@ def expectation_for(rule: Rule, row_condition: str | None) -> Any:
 
 def expectation_type(rule: Rule) -> str:
     """The GE expectation type a rule becomes (recorded when the rule cannot even run)."""
-    return {"not_null": "expect_column_values_to_not_be_null", "in_set": "expect_column_values_to_be_in_set",
-            "between": "expect_column_values_to_be_between", "regex": "expect_column_values_to_match_regex",
-            "unique": ("expect_column_values_to_be_unique" if len(rule.columns) == 1
-                       else "expect_compound_columns_to_be_unique"),
-            "row_count_between": "expect_table_row_count_to_be_between"}[rule.expectation]
+    return {
+        "not_null": "expect_column_values_to_not_be_null",
+        "in_set": "expect_column_values_to_be_in_set",
+        "between": "expect_column_values_to_be_between",
+        "regex": "expect_column_values_to_match_regex",
+        "unique": (
+            "expect_column_values_to_be_unique" if len(rule.columns) == 1 else "expect_compound_columns_to_be_unique"
+        ),
+        "row_count_between": "expect_table_row_count_to_be_between",
+    }[rule.expectation]
 
 
 def counts(res: Any) -> tuple[int | None, int | None]:

@@ -26,27 +26,40 @@ CHECK = "cdc_invalid_value"
 MAX_EXAMPLES = 5
 
 
-def invalid_value_rows(table: str, changes: DataFrame, key_cols: Sequence[str], run_id: str,
-                       batch_id: int) -> list[dict]:
+def invalid_value_rows(
+    table: str, changes: DataFrame, key_cols: Sequence[str], run_id: str, batch_id: int
+) -> list[dict]:
     """One ``dq_results`` row per column that held invalid values in this batch (none: no rows).
 
     ``details`` is JSON: the column, the number of changes, and examples ``{key, raw}``.
     """
     from pyspark.sql import functions as F
 
-    key = F.expr("named_struct(" + ", ".join(f"{lit(k)}, ({ROW_IMAGE_SQL})[{lit(k)}]" for k in key_cols) + ")") \
-        if key_cols else F.lit(None)
+    key = (
+        F.expr("named_struct(" + ", ".join(f"{lit(k)}, ({ROW_IMAGE_SQL})[{lit(k)}]" for k in key_cols) + ")")
+        if key_cols
+        else F.lit(None)
+    )
     flagged = changes.where("invalid IS NOT NULL AND size(invalid) > 0")
-    per_column = (flagged.select(F.explode("invalid").alias("column", "raw"), F.to_json(key).alias("key"))
-                  .groupBy("column")
-                  .agg(F.count(F.lit(1)).alias("n"),
-                       F.slice(F.collect_list(F.struct("key", "raw")), 1, MAX_EXAMPLES).alias("examples")))
+    per_column = (
+        flagged.select(F.explode("invalid").alias("column", "raw"), F.to_json(key).alias("key"))
+        .groupBy("column")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.slice(F.collect_list(F.struct("key", "raw")), 1, MAX_EXAMPLES).alias("examples"),
+        )
+    )
     now = utc_now()
     rows = []
     for r in per_column.collect():
         examples = [{"key": json.loads(e["key"]) if e["key"] else None, "raw": e["raw"]} for e in r["examples"]]
-        details = json.dumps({"column": r["column"], "changes": r["n"], "examples": examples,
-                              "became": "NULL (invalid_values: null)"}, ensure_ascii=False)
-        rows.append(result_row(run_id, batch_id, table, f"{CHECK}:{r['column']}", CHECK, "warn", False, r["n"],
-                               r["n"], details, now))
+        details = json.dumps(
+            {"column": r["column"], "changes": r["n"], "examples": examples, "became": "NULL (invalid_values: null)"},
+            ensure_ascii=False,
+        )
+        rows.append(
+            result_row(
+                run_id, batch_id, table, f"{CHECK}:{r['column']}", CHECK, "warn", False, r["n"], r["n"], details, now
+            )
+        )
     return rows

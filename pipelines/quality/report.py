@@ -1,4 +1,5 @@
 """``lakecdc dq report``: a per-table summary of ``dq_results`` as text, and its chart as a PNG."""
+
 from __future__ import annotations
 
 import os
@@ -21,14 +22,20 @@ def _summary(spark: SparkSession, warehouse: Warehouse | str) -> tuple[DataFrame
     if not ref.exists(spark):
         return None
     df = ref.read(spark)
-    return df, (df.groupBy("table").agg(
-        F.count(F.lit(1)).alias("checks"),
-        F.sum(F.when(F.col("success"), 1).otherwise(0)).alias("passed"),
-        F.sum(F.when(~F.col("success") | F.col("success").isNull(), 1).otherwise(0)).alias("failures"),
-        F.sum(F.when((F.col("action") == "drop"), F.coalesce("unexpected_count", F.lit(0))).otherwise(0))
-        .alias("quarantined"),
-        F.max("checked_at").alias("last_checked"),
-    ).orderBy("table").collect())
+    return df, (
+        df.groupBy("table")
+        .agg(
+            F.count(F.lit(1)).alias("checks"),
+            F.sum(F.when(F.col("success"), 1).otherwise(0)).alias("passed"),
+            F.sum(F.when(~F.col("success") | F.col("success").isNull(), 1).otherwise(0)).alias("failures"),
+            F.sum(F.when((F.col("action") == "drop"), F.coalesce("unexpected_count", F.lit(0))).otherwise(0)).alias(
+                "quarantined"
+            ),
+            F.max("checked_at").alias("last_checked"),
+        )
+        .orderBy("table")
+        .collect()
+    )
 
 
 def report(spark: SparkSession, warehouse: Warehouse | str) -> str:
@@ -40,22 +47,36 @@ def report(spark: SparkSession, warehouse: Warehouse | str) -> str:
         return f"no data-quality results yet ({dq_results_ref(warehouse).path or dq_results_ref(warehouse).name})"
     df, rows = got
     head = ("table", "checks", "pass rate", "failures", "quarantined", "last checked")
-    body = [(r["table"], str(r["checks"]), f"{100.0 * r['passed'] / r['checks']:.1f}%" if r["checks"] else "-",
-             str(r["failures"]), str(r["quarantined"]),
-             r["last_checked"].strftime("%Y-%m-%d %H:%M:%S") if r["last_checked"] else "-") for r in rows]
+    body = [
+        (
+            r["table"],
+            str(r["checks"]),
+            f"{100.0 * r['passed'] / r['checks']:.1f}%" if r["checks"] else "-",
+            str(r["failures"]),
+            str(r["quarantined"]),
+            r["last_checked"].strftime("%Y-%m-%d %H:%M:%S") if r["last_checked"] else "-",
+        )
+        for r in rows
+    ]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
 
     def fmt(cells: Any) -> str:
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
     lines = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body]
-    failing = (df.where("NOT success OR success IS NULL").groupBy("table", "expectation", "action")
-               .agg(F.count(F.lit(1)).alias("times"), F.sum(F.coalesce("unexpected_count", F.lit(0))).alias("rows"))
-               .orderBy("table", "expectation").collect())
+    failing = (
+        df.where("NOT success OR success IS NULL")
+        .groupBy("table", "expectation", "action")
+        .agg(F.count(F.lit(1)).alias("times"), F.sum(F.coalesce("unexpected_count", F.lit(0))).alias("rows"))
+        .orderBy("table", "expectation")
+        .collect()
+    )
     if failing:
         lines += ["", "failing checks:"]
-        lines += [f"  {r['table']}: {r['expectation']} ({r['action']}) failed {r['times']}x, {r['rows']} rows"
-                  for r in failing]
+        lines += [
+            f"  {r['table']}: {r['expectation']} ({r['action']}) failed {r['times']}x, {r['rows']} rows"
+            for r in failing
+        ]
     return "\n".join(lines)
 
 
@@ -72,11 +93,19 @@ def chart(spark: SparkSession, warehouse: Warehouse | str, png_path: str | os.Pa
     png.parent.mkdir(parents=True, exist_ok=True)
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
     if ref.exists(spark):
-        pts = (ref.read(spark).groupBy("table", "run_id", "batch_id").agg(
-            F.min("checked_at").alias("t"),
-            (100.0 * F.avg(F.when(F.col("success"), 1.0).otherwise(0.0))).alias("pass_rate"),
-            F.sum(F.when(F.col("action") == "drop", F.coalesce("unexpected_count", F.lit(0))).otherwise(0))
-            .alias("quarantined")).orderBy("t").collect())
+        pts = (
+            ref.read(spark)
+            .groupBy("table", "run_id", "batch_id")
+            .agg(
+                F.min("checked_at").alias("t"),
+                (100.0 * F.avg(F.when(F.col("success"), 1.0).otherwise(0.0))).alias("pass_rate"),
+                F.sum(F.when(F.col("action") == "drop", F.coalesce("unexpected_count", F.lit(0))).otherwise(0)).alias(
+                    "quarantined"
+                ),
+            )
+            .orderBy("t")
+            .collect()
+        )
         tables = sorted({p["table"] for p in pts})
         for tbl in tables:
             mine = [p for p in pts if p["table"] == tbl]

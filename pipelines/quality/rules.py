@@ -5,6 +5,7 @@ raises :class:`~pipelines.errors.ConfigError` with messages that name the file, 
 Row rules (``not_null``, ``in_set``, ``between``, ``regex``) are checked per micro-batch of changes;
 table rules (``unique``, ``row_count_between``) on the mirror after the merge.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -99,8 +100,12 @@ def parse_expectations(raw: list[dict] | None, where: str) -> list[Rule]:
         if action not in ACTIONS:
             _fail(at, "action", f"must be one of {', '.join(ACTIONS)}, got {action!r}")
         if kind in TABLE_EXPECTATIONS and action == "drop":
-            _fail(at, "action", f"{kind} is checked on the mirror after the merge, where there is no single "
-                                f"change to drop; use warn or fail")
+            _fail(
+                at,
+                "action",
+                f"{kind} is checked on the mirror after the merge, where there is no single "
+                f"change to drop; use warn or fail",
+            )
 
         columns: tuple[str, ...] = ()
         if "column" in _FIELDS[kind]:
@@ -162,8 +167,9 @@ def parse_duration(value: Any, where: str) -> _dt.timedelta:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return _dt.timedelta(seconds=value)
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*",
-                     str(value), re.IGNORECASE)
+    m = re.fullmatch(
+        r"\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*", str(value), re.IGNORECASE
+    )
     if not m:
         raise ConfigError(f"{where}: expected a duration like '1 hour', '30 minutes' or seconds, got {value!r}")
     unit = m.group(2).lower()[0]

@@ -3,6 +3,7 @@
 Lives at ``<warehouse>/dq/dq_results`` (or ``<catalog>.<schema>.dq_results``); ``lakecdc dq report``,
 the chart and the data-quality notebook read it.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -21,19 +22,48 @@ DQ_RESULTS_DDL = (
     "action STRING, success BOOLEAN, element_count BIGINT, unexpected_count BIGINT, details STRING, "
     "checked_at TIMESTAMP"
 )
-DQ_RESULT_COLUMNS = ("run_id", "batch_id", "table", "expectation", "expectation_type", "action", "success",
-                     "element_count", "unexpected_count", "details", "checked_at")
+DQ_RESULT_COLUMNS = (
+    "run_id",
+    "batch_id",
+    "table",
+    "expectation",
+    "expectation_type",
+    "action",
+    "success",
+    "element_count",
+    "unexpected_count",
+    "details",
+    "checked_at",
+)
 
 
-def result_row(run_id: str, batch_id: int, table: str, name: str, etype: str, action: str, success: bool | None,
-               element_count: int | None, unexpected_count: int | None, details: str | None,
-               checked_at: _dt.datetime) -> dict:
+def result_row(
+    run_id: str,
+    batch_id: int,
+    table: str,
+    name: str,
+    etype: str,
+    action: str,
+    success: bool | None,
+    element_count: int | None,
+    unexpected_count: int | None,
+    details: str | None,
+    checked_at: _dt.datetime,
+) -> dict:
     """One dq_results row (a dict keyed by :data:`DQ_RESULT_COLUMNS`)."""
-    return {"run_id": run_id, "batch_id": int(batch_id), "table": table, "expectation": name,
-            "expectation_type": etype, "action": action, "success": success,
-            "element_count": None if element_count is None else int(element_count),
-            "unexpected_count": None if unexpected_count is None else int(unexpected_count),
-            "details": details, "checked_at": checked_at}
+    return {
+        "run_id": run_id,
+        "batch_id": int(batch_id),
+        "table": table,
+        "expectation": name,
+        "expectation_type": etype,
+        "action": action,
+        "success": success,
+        "element_count": None if element_count is None else int(element_count),
+        "unexpected_count": None if unexpected_count is None else int(unexpected_count),
+        "details": details,
+        "checked_at": checked_at,
+    }
 
 
 def _warehouse(warehouse: Warehouse | str) -> Warehouse:
@@ -57,8 +87,13 @@ def results_frame(spark: SparkSession, rows: Sequence[dict]) -> DataFrame:
     return spark.createDataFrame([tuple(r.get(c) for c in DQ_RESULT_COLUMNS) for r in rows], DQ_RESULTS_DDL)
 
 
-def write_results(spark: SparkSession, warehouse: Warehouse | str, rows: Sequence[dict], app_id: str | None = None,
-                  version: int | None = None) -> int:
+def write_results(
+    spark: SparkSession,
+    warehouse: Warehouse | str,
+    rows: Sequence[dict],
+    app_id: str | None = None,
+    version: int | None = None,
+) -> int:
     """Append dq_results rows (Delta). With ``app_id``/``version`` a retried batch is written once."""
     rows = list(rows)
     if not rows:

@@ -10,13 +10,14 @@ Two sources, as a migration service would write them:
 A few malformed messages are mixed in (truncated JSON, not JSON, an unknown op): they
 land in quarantine while their neighbours apply.
 """
+
 from __future__ import annotations
 
 import random
 import shutil
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
@@ -39,12 +40,21 @@ TENANT_DB = "demo_tenant.shop"  # OMS names OceanBase databases tenant.database
 
 TABLE_TYPES = {
     f"demo_tenant.{CUSTOMERS}": {
-        "id": "bigint", "name": "varchar(64)", "email": "varchar(128)", "balance": "decimal(38,24)",
-        "avatar": "blob", "created_at": "datetime(6)", "updated_at": "timestamp(6)", "tier": "varchar(8)",
+        "id": "bigint",
+        "name": "varchar(64)",
+        "email": "varchar(128)",
+        "balance": "decimal(38,24)",
+        "avatar": "blob",
+        "created_at": "datetime(6)",
+        "updated_at": "timestamp(6)",
+        "tier": "varchar(8)",
     },
     f"demo_tenant.{ORDERS}": {
-        "order_id": "bigint unsigned", "customer_id": "bigint", "amount": "decimal(12,2)",
-        "status": "varchar(16)", "placed_at": "datetime",
+        "order_id": "bigint unsigned",
+        "customer_id": "bigint",
+        "amount": "decimal(12,2)",
+        "status": "varchar(16)",
+        "placed_at": "datetime",
     },
     STOCK: {"sku": "varchar(32)", "qty": "int", "price": "decimal(10,2)", "updated_at": "datetime"},
 }
@@ -72,8 +82,9 @@ class _Clock:
 
 def generate(changes: int, seed: int, dq_faults: bool = False) -> dict[str, list[bytes]]:
     """Messages per source, in queue order."""
-    return {source: [value for _key, value in pairs]
-            for source, pairs in generate_keyed(changes, seed, dq_faults).items()}
+    return {
+        source: [value for _key, value in pairs] for source, pairs in generate_keyed(changes, seed, dq_faults).items()
+    }
 
 
 def generate_keyed(changes: int, seed: int, dq_faults: bool = False) -> dict[str, list[tuple[bytes | None, bytes]]]:
@@ -96,8 +107,18 @@ def generate_keyed(changes: int, seed: int, dq_faults: bool = False) -> dict[str
     def emit_oms(op, table, key, before, after, extra_types=None):
         event_time, seq = clock.tick(rng)
         types = dict(TABLE_TYPES[f"demo_tenant.{table}"])
-        ch = Change(op=op, db=TENANT_DB, table=table.split(".")[1], key_columns=tuple(key), before=before, after=after,
-                    col_types=types, seq=seq, event_time=event_time, txn=f"1001_{seq[1]}")
+        ch = Change(
+            op=op,
+            db=TENANT_DB,
+            table=table.split(".")[1],
+            key_columns=tuple(key),
+            before=before,
+            after=after,
+            col_types=types,
+            seq=seq,
+            event_time=event_time,
+            txn=f"1001_{seq[1]}",
+        )
         row = after or before
         out["shop_oms"].append((f"{table}:{row[key[0]]}".encode(), oms.encode(ch, ctx)))
 
@@ -105,16 +126,32 @@ def generate_keyed(changes: int, seed: int, dq_faults: bool = False) -> dict[str
         nonlocal canal_id
         event_time, _seq = clock.tick(rng)
         canal_id += 1
-        ch = Change(op=op, db="inventory", table="stock", key_columns=("sku",), before=before, after=after,
-                    col_types=dict(TABLE_TYPES[STOCK]), seq=(canal_id,), event_time=event_time)
+        ch = Change(
+            op=op,
+            db="inventory",
+            table="stock",
+            key_columns=("sku",),
+            before=before,
+            after=after,
+            col_types=dict(TABLE_TYPES[STOCK]),
+            seq=(canal_id,),
+            event_time=event_time,
+        )
         out["inventory_canal"].append((f"{STOCK}:{(after or before)['sku']}".encode(), canal.encode(ch, ctx)))
 
     for step in range(changes):
         if step == changes // 2 and not altered:
             altered = True
             event_time, seq = clock.tick(rng)
-            ddl = Change(op="DDL", db=TENANT_DB, table="customers", seq=seq, event_time=event_time,
-                         ddl="ALTER TABLE shop.customers ADD COLUMN tier VARCHAR(8)", detail="ALTER_TABLE")
+            ddl = Change(
+                op="DDL",
+                db=TENANT_DB,
+                table="customers",
+                seq=seq,
+                event_time=event_time,
+                ddl="ALTER TABLE shop.customers ADD COLUMN tier VARCHAR(8)",
+                detail="ALTER_TABLE",
+            )
             out["shop_oms"].append((None, oms.encode(ddl, ctx)))
         if step % 40 == 39:
             event_time, seq = clock.tick(rng)
@@ -127,10 +164,13 @@ def generate_keyed(changes: int, seed: int, dq_faults: bool = False) -> dict[str
         else:
             _stock_change(rng, stock, clock, emit_canal)
     # What a broken producer or a bad network hop leaves behind: quarantined, never applied.
-    bad = [b'{"allMetaData": {"db": "demo_tenant.shop", "table_name": "orders"', b"not json at all",
-           b'{"allMetaData": {"db": "demo_tenant.shop", "table_name": "orders", '
-           b'"storeDataSequence": "176198400000001"},'
-           b' "recordType": "UPSERT", "postStruct": {"order_id": 1}}']
+    bad = [
+        b'{"allMetaData": {"db": "demo_tenant.shop", "table_name": "orders"',
+        b"not json at all",
+        b'{"allMetaData": {"db": "demo_tenant.shop", "table_name": "orders", '
+        b'"storeDataSequence": "176198400000001"},'
+        b' "recordType": "UPSERT", "postStruct": {"order_id": 1}}',
+    ]
     for i, raw in enumerate(bad):
         pos = (i + 1) * len(out["shop_oms"]) // (len(bad) + 1)
         out["shop_oms"].insert(pos, (b"orders:?", raw))
@@ -155,7 +195,8 @@ def _customer_change(rng, customers, altered, clock, emit, fault):
         return
     cid = max(customers, default=0) + 1
     row = {
-        "id": str(cid), "name": rng.choice(NAMES),
+        "id": str(cid),
+        "name": rng.choice(NAMES),
         "email": f"user{cid}.example.com" if fault() else f"user{cid}@example.com" if rng.random() > 0.1 else None,
         "balance": f"{rng.randint(0, 10**6)}.{rng.randint(0, 10**24 - 1):024d}",
         "avatar": rng.choice(["aGVsbG8gd29ybGQ=", "AAECAwQF/w==", ""]),
@@ -181,9 +222,13 @@ def _order_change(rng, orders, customers, clock, emit, fault):
         emit("UPDATE", ORDERS, ["order_id"], before, after)
         return
     oid = 2**63 + rng.randint(1, 10**12)  # unsigned BIGINT above the signed range
-    row = {"order_id": str(oid), "customer_id": str(rng.choice(sorted(customers)) if customers else 1),
-           "amount": f"{'-' if fault() else ''}{rng.randint(1, 99999)}.{rng.randint(0, 99):02d}", "status": "NEW",
-           "placed_at": clock.now.strftime("%Y-%m-%dT%H:%M:%S")}
+    row = {
+        "order_id": str(oid),
+        "customer_id": str(rng.choice(sorted(customers)) if customers else 1),
+        "amount": f"{'-' if fault() else ''}{rng.randint(1, 99999)}.{rng.randint(0, 99):02d}",
+        "status": "NEW",
+        "placed_at": clock.now.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     orders[oid] = row
     emit("INSERT", ORDERS, ["order_id"], None, row)
 
@@ -196,14 +241,21 @@ def _stock_change(rng, stock, clock, emit):
             del stock[sku]
             emit("DELETE", before, None)
             return
-        after = {**before, "qty": str(max(0, int(before["qty"]) + rng.randint(-5, 20))),
-                 "updated_at": clock.now.strftime("%Y-%m-%dT%H:%M:%S")}
+        after = {
+            **before,
+            "qty": str(max(0, int(before["qty"]) + rng.randint(-5, 20))),
+            "updated_at": clock.now.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
         stock[sku] = after
         emit("UPDATE", before, after)
         return
     sku = f"SKU-{len(stock) + rng.randint(1, 10**6):07d}"
-    row = {"sku": sku, "qty": str(rng.randint(0, 500)), "price": f"{rng.randint(1, 9999)}.{rng.randint(0, 99):02d}",
-           "updated_at": clock.now.strftime("%Y-%m-%dT%H:%M:%S")}
+    row = {
+        "sku": sku,
+        "qty": str(rng.randint(0, 500)),
+        "price": f"{rng.randint(1, 9999)}.{rng.randint(0, 99):02d}",
+        "updated_at": clock.now.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     stock[sku] = row
     emit("INSERT", None, row)
 
@@ -221,10 +273,12 @@ EXPECTATIONS = {
 }
 
 
-def demo_config(workdir: Path, bootstrap: str | None = None, topics: dict[str, str] | None = None,
-                quality: bool = True) -> dict:
+def demo_config(
+    workdir: Path, bootstrap: str | None = None, topics: dict[str, str] | None = None, quality: bool = True
+) -> dict:
     """The demo's pipeline YAML: landing directories, or Kafka topics when ``bootstrap`` is given.
     ``quality=False`` leaves out expectations and the built-in checks (fast tests)."""
+
     def where(source: str) -> dict:
         if bootstrap:
             return {"kafka": {"bootstrap_servers": bootstrap, "topics": [(topics or {}).get(source, source)]}}
@@ -233,9 +287,14 @@ def demo_config(workdir: Path, bootstrap: str | None = None, topics: dict[str, s
     return {
         "warehouse": str(workdir / "warehouse"),
         "sources": [{"name": name, "format": fmt, **where(name)} for name, fmt in SOURCES.items()],
-        "tables": {name: {"key": KEYS[name], "columns": types, **({"expectations": EXPECTATIONS[name]}
-                                                                     if quality and name in EXPECTATIONS else {})}
-                   for name, types in TABLE_TYPES.items()},
+        "tables": {
+            name: {
+                "key": KEYS[name],
+                "columns": types,
+                **({"expectations": EXPECTATIONS[name]} if quality and name in EXPECTATIONS else {}),
+            }
+            for name, types in TABLE_TYPES.items()
+        },
         "quality_checks": quality,
     }
 
@@ -246,11 +305,12 @@ def write_landing(workdir: Path, messages: dict[str, list[bytes]], files_per_sou
         folder.mkdir(parents=True, exist_ok=True)
         size = max(1, -(-len(lines) // files_per_source))
         for i in range(0, len(lines), size):
-            (folder / f"{source}-{i // size:04d}.jsonl").write_bytes(b"\n".join(lines[i:i + size]) + b"\n")
+            (folder / f"{source}-{i // size:04d}.jsonl").write_bytes(b"\n".join(lines[i : i + size]) + b"\n")
 
 
-def produce_to_kafka(bootstrap: str, messages: dict[str, list[tuple[bytes | None, bytes]]],
-                     topics: dict[str, str] | None = None) -> None:
+def produce_to_kafka(
+    bootstrap: str, messages: dict[str, list[tuple[bytes | None, bytes]]], topics: dict[str, str] | None = None
+) -> None:
     """Publish each source's messages to its topic (3 partitions), keyed as the vendors key them."""
     existing = set(list_topics(bootstrap))
     for source, pairs in messages.items():
@@ -260,8 +320,9 @@ def produce_to_kafka(bootstrap: str, messages: dict[str, list[tuple[bytes | None
         produce(bootstrap, topic, pairs)
 
 
-def run_demo(workdir: Path, changes: int = 400, seed: int = 7, progress: Callable[[str], None] = print,
-             kafka: bool = False) -> int:
+def run_demo(
+    workdir: Path, changes: int = 400, seed: int = 7, progress: Callable[[str], None] = print, kafka: bool = False
+) -> int:
     workdir = workdir.resolve()
     if workdir.exists():
         shutil.rmtree(workdir)
@@ -278,9 +339,12 @@ def run_demo(workdir: Path, changes: int = 400, seed: int = 7, progress: Callabl
         where = str(workdir / "landing")
     try:
         conf_path = workdir / "pipeline.yaml"
-        conf_path.write_text("# written by `lakecdc demo`; run it again with: lakecdc run --conf " + str(conf_path)
-                             + "\n" + yaml.safe_dump(demo_config(workdir, broker.bootstrap if broker else None),
-                                                     sort_keys=False))
+        conf_path.write_text(
+            "# written by `lakecdc demo`; run it again with: lakecdc run --conf "
+            + str(conf_path)
+            + "\n"
+            + yaml.safe_dump(demo_config(workdir, broker.bootstrap if broker else None), sort_keys=False)
+        )
         progress(f"generated {sum(map(len, keyed.values()))} messages for {len(keyed)} sources into {where}")
         cfg = load_config(conf_path)
         fetch_assets()  # the Data Docs' CSS and scripts, cached once, so the demo's docs render offline
@@ -303,10 +367,14 @@ def _print_summary(spark, cfg, summary, conf_path: Path) -> None:
     print(f"  heartbeats              {counts['heartbeats']:>6}")
     print(f"  DDL                     {counts['ddl_log']:>6}")
     print(f"  quarantined             {counts['quarantine']:>6}")
-    print(f"  reconciled              {'yes' if counts['accounted'] == counts['bronze_messages'] else 'NO'}"
-          f" ({counts['accounted']} of {counts['bronze_messages']} messages accounted for)")
-    print(f"  changes applied         {summary.applied:>6}  ({summary.stale} stale skipped, "
-          f"{summary.gold_quarantined} quarantined in gold)")
+    print(
+        f"  reconciled              {'yes' if counts['accounted'] == counts['bronze_messages'] else 'NO'}"
+        f" ({counts['accounted']} of {counts['bronze_messages']} messages accounted for)"
+    )
+    print(
+        f"  changes applied         {summary.applied:>6}  ({summary.stale} stale skipped, "
+        f"{summary.gold_quarantined} quarantined in gold)"
+    )
     print("  mirror rows")
     for name, ref in sorted(mirror_refs(spark, wh).items()):
         print(f"    {name:28} {ref.read(spark).count():>6}   {ref.path}")
@@ -314,5 +382,7 @@ def _print_summary(spark, cfg, summary, conf_path: Path) -> None:
         print("\ndata quality")
         print(report(spark, wh))
         print(f"  Data Docs: {summary.data_docs}\n  chart: lakecdc dq report --warehouse {wh.root}")
-    print(f"\nwarehouse: {wh.root}\nconfiguration: {conf_path}\n"
-          f"see the rows: lakecdc export --warehouse {wh.root} --table demo_tenant.shop.orders")
+    print(
+        f"\nwarehouse: {wh.root}\nconfiguration: {conf_path}\n"
+        f"see the rows: lakecdc export --warehouse {wh.root} --table demo_tenant.shop.orders"
+    )

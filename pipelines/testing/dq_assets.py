@@ -4,6 +4,7 @@
 module fetches every package it names, once, into that cache (``$LAKECDC_DQ_ASSETS``, else
 ``build/dq-assets`` under the current working directory). Needs npm and its registry.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,17 @@ def _fetch(spec: str, cache: Path, npm: str) -> bool:
         return True
     cache.mkdir(parents=True, exist_ok=True)
     try:
-        out = subprocess.run([npm, "pack", "--silent", "--pack-destination", str(cache), spec],
-                             capture_output=True, text=True, timeout=120, check=True).stdout.strip().splitlines()
+        out = (
+            subprocess.run(
+                [npm, "pack", "--silent", "--pack-destination", str(cache), spec],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()
+        )
     except (subprocess.SubprocessError, OSError) as exc:
         log.warning("Data Docs assets: npm pack %s failed (%s)", spec, exc)
         return False

@@ -136,14 +136,20 @@ def ensure_jars(build_dir: str | os.PathLike[str] | None = None, version: str = 
     tmp_lib = kdir / "lib.partial"
     shutil.rmtree(tmp_lib, ignore_errors=True)
     cmd = [
-        mvn, "-q", "-B", "-f", str(pom),
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(pom),
         f"-Dmaven.repo.local={build / 'm2'}",
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={tmp_lib}",
     ]
-    _log(f"resolving org.apache.kafka:kafka_{SCALA_BINARY}:{version} and its dependencies from Maven Central "
-         f"into {lib} (first run only, ~40 MB) ...")
+    _log(
+        f"resolving org.apache.kafka:kafka_{SCALA_BINARY}:{version} and its dependencies from Maven Central "
+        f"into {lib} (first run only, ~40 MB) ..."
+    )
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=kdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
@@ -386,7 +392,7 @@ class LocalBroker:
         return data_dir / "broker.pid"
 
     # -- lifecycle --------------------------------------------------------------------
-    def start(self, *, detach: bool = False) -> "LocalBroker":
+    def start(self, *, detach: bool = False) -> LocalBroker:
         """Start the broker and block until it answers a metadata request.
 
         ``detach=False`` (tests, context manager): the JVM gets SIGKILL if this Python
@@ -453,7 +459,10 @@ class LocalBroker:
             cluster_id = _random_cluster_id()
             fmt = subprocess.run(
                 [*jvm, _STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(self.properties_file)],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=120,
             )
             if fmt.returncode != 0:
                 raise BrokerError(f"kafka storage format failed ({fmt.returncode}):\n{fmt.stdout[-3000:]}")
@@ -462,8 +471,12 @@ class LocalBroker:
         try:
             self._proc = subprocess.Popen(
                 [*jvm, _MAIN_CLASS, str(self.properties_file)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.data_dir, start_new_session=True, preexec_fn=preexec,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,
+                preexec_fn=preexec,
             )
         finally:
             out.close()
@@ -592,7 +605,7 @@ class LocalBroker:
         for f in (self._state_file(self.data_dir), self._pid_file(self.data_dir)):
             f.unlink(missing_ok=True)
 
-    def __enter__(self) -> "LocalBroker":
+    def __enter__(self) -> LocalBroker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 __all__ = ["ConsumedRecord", "client_config_from_env", "produce", "consume"]
 
@@ -38,9 +39,7 @@ _ENV_MAP = {
 }
 
 
-def client_config_from_env(
-    bootstrap: str | None = None, env: dict[str, str] | None = None
-) -> dict[str, Any]:
+def client_config_from_env(bootstrap: str | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """librdkafka config: ``bootstrap.servers`` (arg or ``KAFKA_BOOTSTRAP_SERVERS``) + SASL/SSL from env.
 
     Variables: KAFKA_BOOTSTRAP_SERVERS, KAFKA_SECURITY_PROTOCOL, KAFKA_SASL_MECHANISM,
@@ -175,8 +174,13 @@ def consume(
                 ts_type, ts = msg.timestamp()
                 out.append(
                     ConsumedRecord(
-                        msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
-                        list(msg.headers() or []), ts if ts_type else None,
+                        msg.topic(),
+                        msg.partition(),
+                        msg.offset(),
+                        msg.key(),
+                        msg.value(),
+                        list(msg.headers() or []),
+                        ts if ts_type else None,
                     )
                 )
                 if expected is None and msg.offset() + 1 >= ends[msg.partition()]:

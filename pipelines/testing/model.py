@@ -13,10 +13,11 @@ once: a keyless change equal to one already applied to its table (same seq, op,
 before- and after-image: what a redelivered copy of a message decodes to) is skipped.
 Two genuine changes are never equal that way as long as each has its own seq.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from pipelines.formats.base import Change
 from pipelines.warehouse import SourceTable
@@ -40,7 +41,7 @@ class MirrorModel:
         if change.op in ("INSERT", "UPDATE", "DELETE", "SNAPSHOT", "TRUNCATE"):
             self._pending[table_name(change)].append((change.seq, self._arrivals, change))
 
-    def add_all(self, changes: Iterable[Change]) -> "MirrorModel":
+    def add_all(self, changes: Iterable[Change]) -> MirrorModel:
         for change in changes:
             self.add(change)
         return self
@@ -100,6 +101,7 @@ def _apply_keyed(rows: dict[tuple, Row], key_cols: tuple[str, ...], ch: Change) 
 
 def _identity(ch: Change) -> tuple:
     """What makes a keyless change the same change (a redelivered copy) as another of its table."""
+
     def image(img: Row | None) -> tuple | None:
         return None if img is None else tuple(sorted(img.items()))
 

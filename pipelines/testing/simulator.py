@@ -47,6 +47,7 @@ because the seq makes it recoverable.
 Longer than 400 lines on purpose: the per-format capabilities, the history generator and the delivery
 model describe one source together and change together.
 """
+
 from __future__ import annotations
 
 import base64
@@ -55,11 +56,12 @@ import random
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from pipelines.formats import FORMAT_IDS, get_decoder
 from pipelines.formats.base import Change, DecodeContext, Decoder, TableSpec
@@ -145,23 +147,32 @@ CAPABILITIES: dict[str, Capabilities] = {
     "oms_default_extend": Capabilities(seq="store", snapshot_seq=False, truncate=False),
     "oms_canal": Capabilities(seq="es", snapshot="insert"),
     "oms_dataworks": Capabilities(seq="scn", snapshot="insert"),
-    "oms_shareplex": Capabilities(seq="scn_seq", snapshot="insert", truncate=False, partial="always",
-                                  keyless=False),
+    "oms_shareplex": Capabilities(seq="scn_seq", snapshot="insert", truncate=False, partial="always", keyless=False),
     "oms_debezium": Capabilities(seq="pos", snapshot_seq=False, ddl=False),
     "oms_debezium_flatten": Capabilities(seq="pos", snapshot_seq=False, ddl=False),
-    "oms_debezium_smt": Capabilities(seq="none", total_order=False, snapshot="none", truncate=False, ddl=False,
-                                     key_change=False, multi_table=False, keyless=False),
+    "oms_debezium_smt": Capabilities(
+        seq="none",
+        total_order=False,
+        snapshot="none",
+        truncate=False,
+        ddl=False,
+        key_change=False,
+        multi_table=False,
+        keyless=False,
+    ),
     "oms_avro": Capabilities(seq="id", snapshot_seq=False, truncate=False),
     "dataworks_kafka": Capabilities(seq="seq_id", snapshot="insert", split_update=True, ts_digits=3),
     "drs_json": Capabilities(seq="id"),
     "drs_json_c": Capabilities(seq="id"),
-    "drs_mongo": Capabilities(seq="mongo", truncate=False, key_change=False, partial="sometimes",
-                              fixed_key=("_id",), keyless=False),
+    "drs_mongo": Capabilities(
+        seq="mongo", truncate=False, key_change=False, partial="sometimes", fixed_key=("_id",), keyless=False
+    ),
     "drs_gaussdb": Capabilities(seq="id", truncate=False, ddl_detail=None),
     "drs_avro": Capabilities(seq="id", options={"schema": _DRS_AVRO_SCHEMA}),
     "dts_avro": Capabilities(seq="id", truncate=False, partial="sometimes"),
-    "dts_shareplex": Capabilities(seq="scn_seq", snapshot="insert", partial="always", truncate_detail="TRUNCATE",
-                                  keyless=False),
+    "dts_shareplex": Capabilities(
+        seq="scn_seq", snapshot="insert", partial="always", truncate_detail="TRUNCATE", keyless=False
+    ),
     "dts_canal": Capabilities(seq="id"),
 }
 
@@ -174,8 +185,19 @@ def encodable_formats() -> list[str]:
 # ---------------------------------------------------------------- tables and values
 
 BASE_TIME_MS = 1_700_000_000_000
-_TEXTS = ["", "héllo wörld", "日本語テキスト", "emoji 😀🚀", 'quote " and \\ backslash', "line\nbreak\ttab",
-          "Ωmega ß ø", "  padded  ", "null", "0", "a" * 40]
+_TEXTS = [
+    "",
+    "héllo wörld",
+    "日本語テキスト",
+    "emoji 😀🚀",
+    'quote " and \\ backslash',
+    "line\nbreak\ttab",
+    "Ωmega ß ø",
+    "  padded  ",
+    "null",
+    "0",
+    "a" * 40,
+]
 _EXTRA_TYPES = ["bigint unsigned", "decimal(38,24)", "varchar(64)", "blob", "datetime", "timestamp", "bigint"]
 
 
@@ -204,7 +226,7 @@ def random_value(rng: random.Random, col_type: str, ts_digits: int = 6) -> str:
     """A canonical value of the type (text as in :mod:`pipelines.values`)."""
     fam = family(col_type)
     if fam == "int":
-        return str(rng.choice([0, -1, 1, 2**63 - 1, -(2**63), rng.randint(-10**12, 10**12)]))
+        return str(rng.choice([0, -1, 1, 2**63 - 1, -(2**63), rng.randint(-(10**12), 10**12)]))
     if fam == "uint64":
         return str(rng.choice([0, 1, 2**64 - 1, 10223372036854775806, 2**63, rng.randint(0, 2**64 - 1)]))
     if fam == "decimal":
@@ -268,8 +290,10 @@ class History:
 
     def config_tables(self) -> dict[str, dict[str, Any]]:
         """The ``tables:`` section of a pipeline YAML for these tables."""
-        return {t.qualified: {"key": list(t.key), "columns": dict(t.columns)} if t.key else
-                {"columns": dict(t.columns)} for t in self.tables}
+        return {
+            t.qualified: {"key": list(t.key), "columns": dict(t.columns)} if t.key else {"columns": dict(t.columns)}
+            for t in self.tables
+        }
 
 
 class _Clock:
@@ -310,8 +334,14 @@ def _seq_for(kind: str, ms: int, inc: int, counter: int) -> tuple[int, ...]:
     return ()
 
 
-def _make_tables(rng: random.Random, caps: Capabilities, n_tables: int, composite_keys: bool = True,
-                 db: str = "shop", keyless: bool = False) -> list[TableDef]:
+def _make_tables(
+    rng: random.Random,
+    caps: Capabilities,
+    n_tables: int,
+    composite_keys: bool = True,
+    db: str = "shop",
+    keyless: bool = False,
+) -> list[TableDef]:
     """``keyless``: the first table has no key, each other one with probability 1/2."""
     tables = []
     for i in range(n_tables):
@@ -332,16 +362,25 @@ def _make_tables(rng: random.Random, caps: Capabilities, n_tables: int, composit
 
 
 class _Generator:
-    def __init__(self, format_id: str, seed: int, n_changes: int, n_tables: int | None,
-                 composite_keys: bool = True, initial_rows: bool = True, db: str = "shop",
-                 keyless_tables: bool = False) -> None:
+    def __init__(
+        self,
+        format_id: str,
+        seed: int,
+        n_changes: int,
+        n_tables: int | None,
+        composite_keys: bool = True,
+        initial_rows: bool = True,
+        db: str = "shop",
+        keyless_tables: bool = False,
+    ) -> None:
         self.initial_rows = initial_rows
         self.fid, self.caps = format_id, CAPABILITIES[format_id]
         self.rng = random.Random(seed)
         self.seed, self.n_changes = seed, n_changes
         nt = n_tables or self.rng.randint(1, 3)
-        self.tables = _make_tables(self.rng, self.caps, nt if self.caps.multi_table else 1,
-                                   composite_keys, db, keyless_tables)
+        self.tables = _make_tables(
+            self.rng, self.caps, nt if self.caps.multi_table else 1, composite_keys, db, keyless_tables
+        )
         # rows by key; a keyless table's rows by a row number (("#1",), ("#2",), ...) that no message carries
         self.state: dict[str, dict[tuple, Row]] = {t.qualified: {} for t in self.tables}
         self.row_numbers = 0
@@ -353,9 +392,10 @@ class _Generator:
         for t in self.tables:
             if self.caps.add_column:
                 n = self.rng.choice([0, 0, 1, 2])
-                self.future_cols[t.qualified] = [(f"added_{k}", self.rng.choice(["varchar(64)", "decimal(38,24)",
-                                                                                 "bigint", "timestamp"]))
-                                                 for k in range(n)]
+                self.future_cols[t.qualified] = [
+                    (f"added_{k}", self.rng.choice(["varchar(64)", "decimal(38,24)", "bigint", "timestamp"]))
+                    for k in range(n)
+                ]
 
     # -- values
     def key_value(self, col: str, col_type: str) -> str:
@@ -391,8 +431,16 @@ class _Generator:
         seq = _seq_for(self.caps.seq, ms, inc, counter)
         if snapshot and not self.caps.snapshot_seq:
             seq = ()
-        ch = Change(op=op, db=t.db, table=t.name, key_columns=t.key if op != "DDL" else (),
-                    col_types=dict(t.columns) if op != "DDL" else None, seq=seq, event_time=_iso_ms(ms), **kw)
+        ch = Change(
+            op=op,
+            db=t.db,
+            table=t.name,
+            key_columns=t.key if op != "DDL" else (),
+            col_types=dict(t.columns) if op != "DDL" else None,
+            seq=seq,
+            event_time=_iso_ms(ms),
+            **kw,
+        )
         self.out.append(ch)
         return ch
 
@@ -427,8 +475,11 @@ class _Generator:
         if self.caps.key_change and t.key and self.rng.random() < 0.25:
             new_key = self.free_key(t) or old_key
         data_cols = [c for c in t.columns if c not in t.key]
-        changed = self.rng.sample(data_cols, self.rng.randint(0 if new_key != old_key else 1, len(data_cols))) \
-            if data_cols else []
+        changed = (
+            self.rng.sample(data_cols, self.rng.randint(0 if new_key != old_key else 1, len(data_cols)))
+            if data_cols
+            else []
+        )
         after = dict(before)
         for i, k in enumerate(t.key):
             after[k] = new_key[i]
@@ -437,8 +488,9 @@ class _Generator:
         del rows[old_key]
         rows[new_key] = after
         # a keyless row is found by its full before-image, and its new value is the full after-image
-        partial = bool(t.key) and (self.caps.partial == "always" or
-                                   (self.caps.partial == "sometimes" and self.rng.random() < 0.5))
+        partial = bool(t.key) and (
+            self.caps.partial == "always" or (self.caps.partial == "sometimes" and self.rng.random() < 0.5)
+        )
         if partial:
             if self.caps.partial == "always":  # SharePlex: only the changed columns (a changed key too)
                 carried = [*changed, *(k for k in t.key if before[k] != after[k])]
@@ -449,8 +501,9 @@ class _Generator:
         elif self.caps.split_update and self.rng.random() < 0.7:
             ms, inc, counter = self.clock.tick()
             seq = _seq_for(self.caps.seq, ms, inc, counter)
-            common = dict(db=t.db, table=t.name, key_columns=t.key, col_types=dict(t.columns), seq=seq,
-                          event_time=_iso_ms(ms))
+            common = dict(
+                db=t.db, table=t.name, key_columns=t.key, col_types=dict(t.columns), seq=seq, event_time=_iso_ms(ms)
+            )
             self.out.append(Change("DELETE", before=dict(before), detail="UPDATE_BEFOR", **common))
             self.out.append(Change("UPDATE", after=dict(after), detail="UPDATE_AFTER", **common))
         else:
@@ -513,7 +566,12 @@ class _Generator:
                         self.state[t.qualified][key] = self.row(t, key)
         snapshot_at = self.rng.randint(0, max(0, self.n_changes // 2)) if caps.snapshot != "none" else None
         ops: list[tuple[Callable[[TableDef], bool], float]] = [
-            (self.insert, 4), (self.update, 5), (self.delete, 2.5), (self.truncate, 0.25), (self.add_column, 0.5)]
+            (self.insert, 4),
+            (self.update, 5),
+            (self.delete, 2.5),
+            (self.truncate, 0.25),
+            (self.add_column, 0.5),
+        ]
         while len(self.out) < self.n_changes:
             if snapshot_at is not None and not self.scan_started and len(self.out) >= snapshot_at:
                 self.scan_started = True
@@ -531,12 +589,15 @@ class _Generator:
             self.scan = self.full_load_scan()
         while self.scan:  # the full load finishes
             self.snapshot_step()
-        truth = {t.qualified: [self.state[t.qualified][k] for k in sorted(self.state[t.qualified], key=_key_order)]
-                 for t in self.tables}
+        truth = {
+            t.qualified: [self.state[t.qualified][k] for k in sorted(self.state[t.qualified], key=_key_order)]
+            for t in self.tables
+        }
         ctx = DecodeContext(
             tables={t.qualified.lower(): TableSpec(key=t.key, columns=dict(t.columns)) for t in self.tables},
             default_table=self.tables[0].qualified if not caps.multi_table else None,
-            options=dict(caps.options))
+            options=dict(caps.options),
+        )
         return History(self.fid, self.seed, self.tables, self.out, truth, ctx)
 
 
@@ -544,9 +605,16 @@ def _key_order(key: tuple) -> tuple:
     return tuple((0, int(v), "") if v.lstrip("-").isdigit() else (1, 0, v) for v in key)
 
 
-def generate_history(format_id: str, seed: int, n_changes: int = 40, n_tables: int | None = None,
-                     composite_keys: bool = True, initial_rows: bool = True, db: str = "shop",
-                     keyless_tables: bool = False) -> History:
+def generate_history(
+    format_id: str,
+    seed: int,
+    n_changes: int = 40,
+    n_tables: int | None = None,
+    composite_keys: bool = True,
+    initial_rows: bool = True,
+    db: str = "shop",
+    keyless_tables: bool = False,
+) -> History:
     """A random history of about ``n_changes`` changes in what ``format_id`` can express.
 
     ``composite_keys=False`` keys every table by ``id`` alone; ``initial_rows=False`` starts
@@ -675,13 +743,17 @@ def _canonical(value: Any, col_type: str | None) -> str | None:
 
 
 def _row_key(row: Row, key: tuple[str, ...]) -> tuple:
-    return tuple(json.dumps(row.get(k) if isinstance(row.get(k), str) or row.get(k) is None else str(row.get(k)))
-                 for k in key)
+    return tuple(
+        json.dumps(row.get(k) if isinstance(row.get(k), str) or row.get(k) is None else str(row.get(k))) for k in key
+    )
 
 
-def compare(expected: dict[str, list[Row]], exported: dict[str, list[dict]],
-            keys: dict[str, tuple[str, ...]] | None = None,
-            col_types: dict[str, dict[str, str]] | None = None) -> list[str]:
+def compare(
+    expected: dict[str, list[Row]],
+    exported: dict[str, list[dict]],
+    keys: dict[str, tuple[str, ...]] | None = None,
+    col_types: dict[str, dict[str, str]] | None = None,
+) -> list[str]:
     """Differences between expected mirrors and exported (or modelled) ones, value for value.
 
     A column absent from a row equals NULL (a column added after the row was last written).
@@ -698,8 +770,11 @@ def compare(expected: dict[str, list[Row]], exported: dict[str, list[dict]],
                 diffs.append(f"{table}: missing mirror ({len(exp_rows)} rows expected)")
             continue
         types = (col_types or {}).get(table, {})
-        key = keys[table] if keys and table in keys else tuple(
-            c for c in ("id", "k2", "_id") if any(c in r for r in [*exp_rows, *got_rows]))
+        key = (
+            keys[table]
+            if keys and table in keys
+            else tuple(c for c in ("id", "k2", "_id") if any(c in r for r in [*exp_rows, *got_rows]))
+        )
         if not key:
             diffs += _multiset_diffs(table, exp_rows, got_rows, types)
             continue
@@ -727,9 +802,11 @@ def _multiset_diffs(table: str, exp_rows: list[Row], got_rows: list[dict], types
         return Counter(tuple(_canonical(r.get(c), types.get(c)) for c in columns) for r in rows)
 
     exp, got = counted(exp_rows), counted(got_rows)
-    return [f"{table} (no key): row {dict(zip(columns, row))} expected {exp[row]} times, got {got[row]}"
-            for row in sorted(exp.keys() | got.keys(), key=lambda r: [(v is not None, v or "") for v in r])
-            if exp[row] != got[row]]
+    return [
+        f"{table} (no key): row {dict(zip(columns, row))} expected {exp[row]} times, got {got[row]}"
+        for row in sorted(exp.keys() | got.keys(), key=lambda r: [(v is not None, v or "") for v in r])
+        if exp[row] != got[row]
+    ]
 
 
 def truth_diffs(history: History) -> list[str]:
@@ -755,8 +832,9 @@ def pipeline_yaml(history: History, warehouse: str, quality_checks: bool = False
     return pipeline_yaml_many([history], warehouse, {history.format_id: warehouse + "/_unused"}, quality_checks)
 
 
-def pipeline_yaml_many(histories: list[History], warehouse: str, landing_dirs: dict[str, str],
-                       quality_checks: bool = False) -> str:
+def pipeline_yaml_many(
+    histories: list[History], warehouse: str, landing_dirs: dict[str, str], quality_checks: bool = False
+) -> str:
     """One pipeline over the histories of several formats: a ``path`` source per format (its
     landing directory ``landing_dirs[format_id]``), every table, each format's options.
 
@@ -781,8 +859,12 @@ def pipeline_yaml_many(histories: list[History], warehouse: str, landing_dirs: d
     default_tables = sorted({h.ctx.default_table for h in histories if h.ctx.default_table})
     if len(default_tables) > 1:
         raise ValueError(f"histories need different default tables {default_tables}; a pipeline has one")
-    doc: dict[str, Any] = {"warehouse": warehouse, "quality_checks": quality_checks, "sources": sources,
-                           "tables": tables}
+    doc: dict[str, Any] = {
+        "warehouse": warehouse,
+        "quality_checks": quality_checks,
+        "sources": sources,
+        "tables": tables,
+    }
     if default_tables:
         doc["default_table"] = default_tables[0]
     if format_options:
@@ -813,15 +895,18 @@ class SoakReport:
         return not self.mismatches
 
     def summary(self) -> str:
-        return (f"soak {self.format_id} seed {self.seed}: {self.histories} histories, {self.changes} changes, "
-                f"{self.messages} messages delivered ({self.duplicates} duplicates), {self.tables} tables "
-                f"({self.keyless_tables} without a key), "
-                f"{self.rows} mirror rows; {len(self.mismatches)} delivery mismatches, "
-                f"{len(self.truth_mismatches)} source mismatches; {self.seconds:.1f} s")
+        return (
+            f"soak {self.format_id} seed {self.seed}: {self.histories} histories, {self.changes} changes, "
+            f"{self.messages} messages delivered ({self.duplicates} duplicates), {self.tables} tables "
+            f"({self.keyless_tables} without a key), "
+            f"{self.rows} mirror rows; {len(self.mismatches)} delivery mismatches, "
+            f"{len(self.truth_mismatches)} source mismatches; {self.seconds:.1f} s"
+        )
 
 
-def soak(format_id: str, changes: int, seed: int = 1,
-         progress: Callable[[str], None] | None = print, history_size: int = 200) -> SoakReport:
+def soak(
+    format_id: str, changes: int, seed: int = 1, progress: Callable[[str], None] | None = print, history_size: int = 200
+) -> SoakReport:
     """A long pure-Python check: encode → deliver → decode → model, against the model in source order.
 
     ``changes`` row changes in total, as histories of about ``history_size`` changes each
@@ -836,12 +921,17 @@ def soak(format_id: str, changes: int, seed: int = 1,
     while report.changes < changes:
         size = min(history_size, changes - report.changes)
         keyless = CAPABILITIES[format_id].keyless and s % 2 == 1
-        history = generate_history(format_id, s, n_changes=max(size, 1), keyless_tables=keyless,
-                                   **truth_safe_options(format_id))
+        history = generate_history(
+            format_id, s, n_changes=max(size, 1), keyless_tables=keyless, **truth_safe_options(format_id)
+        )
         delivery = deliver(history, s, partitions=1 + s % 4)
         got = model_rows(decode_delivery(history, delivery))
-        diffs = compare(delivery.expected, {t: got.get(t, []) for t in delivery.expected}, keys=history.keys(),
-                        col_types=history.column_types())
+        diffs = compare(
+            delivery.expected,
+            {t: got.get(t, []) for t in delivery.expected},
+            keys=history.keys(),
+            col_types=history.column_types(),
+        )
         report.keyless_tables += sum(1 for t in history.tables if not t.key)
         report.mismatches += [f"seed {s}: {d}" for d in diffs]
         report.truth_mismatches += [f"seed {s}: {d}" for d in truth_diffs(history)]
@@ -862,7 +952,24 @@ def soak(format_id: str, changes: int, seed: int = 1,
 
 
 __all__ = [
-    "CAPABILITIES", "Capabilities", "Delivery", "History", "SoakReport", "TableDef", "compare", "decode_delivery",
-    "deliver", "encodable_formats", "expected_rows", "generate_history", "landing_lines", "model_rows",
-    "pipeline_yaml", "pipeline_yaml_many", "random_value", "soak", "truth_diffs", "truth_safe_options",
+    "CAPABILITIES",
+    "Capabilities",
+    "Delivery",
+    "History",
+    "SoakReport",
+    "TableDef",
+    "compare",
+    "decode_delivery",
+    "deliver",
+    "encodable_formats",
+    "expected_rows",
+    "generate_history",
+    "landing_lines",
+    "model_rows",
+    "pipeline_yaml",
+    "pipeline_yaml_many",
+    "random_value",
+    "soak",
+    "truth_diffs",
+    "truth_safe_options",
 ]

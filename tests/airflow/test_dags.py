@@ -4,6 +4,7 @@ deprecation warnings, and the task graph each one promises.
 Runs in its own virtualenv with Airflow and its providers (scripts/airflow_check.sh, make test-airflow): the main
 test run ignores this directory.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -36,8 +37,12 @@ def test_dags_load_without_errors_or_deprecations(dagbag: DagBag) -> None:
     assert dagbag.import_errors == {}
     assert sorted(dagbag.dag_ids) == ["lakecdc_databricks", "lakecdc_spark_submit"]
     # Warnings raised by our files' own lines (a library's warning while a provider imports is not ours).
-    ours = [w for warned in getattr(dagbag, "captured_warnings", {}).values() for w in warned
-            if w.startswith(str(DAGS) + "/")]
+    ours = [
+        w
+        for warned in getattr(dagbag, "captured_warnings", {}).values()
+        for w in warned
+        if w.startswith(str(DAGS) + "/")
+    ]
     assert ours == []
     assert [str(w.message) for w in dagbag.lakecdc_warnings] == []
 

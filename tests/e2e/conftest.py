@@ -6,8 +6,9 @@ import atexit
 import shutil
 import sys
 import uuid
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pytest
 

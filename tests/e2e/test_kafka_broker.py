@@ -157,7 +157,7 @@ def test_detached_broker_status_and_down_from_other_processes(tmp_path):
         st = LocalBroker.status(ddir)  # the starting process has exited; the broker must live on
         assert st["running"] and st["bootstrap"] == bootstrap and st["detached"] is True
         pid, port = st["pid"], st["port"]
-        down = "from pipelines.testing.kafka_broker import LocalBroker;" f"print(LocalBroker.down({str(ddir)!r}))"
+        down = f"from pipelines.testing.kafka_broker import LocalBroker;print(LocalBroker.down({str(ddir)!r}))"
         out = subprocess.run([sys.executable, "-c", down], env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "True"

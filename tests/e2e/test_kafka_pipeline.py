@@ -1,4 +1,5 @@
 """The pipeline reading a real Kafka broker: mixed formats, duplicates, poison, restarts, continuous runs."""
+
 from __future__ import annotations
 
 import random
@@ -45,7 +46,7 @@ def test_two_topics_three_partitions_duplicates_poison_and_a_restart(kafka_broke
     cfg = _conf(tmp_path, kafka_broker.bootstrap, topics)
     rng = random.Random(3)
     first = {s: pairs[: len(pairs) // 2] for s, pairs in keyed.items()}
-    rest = {s: pairs[len(pairs) // 2:] for s, pairs in keyed.items()}
+    rest = {s: pairs[len(pairs) // 2 :] for s, pairs in keyed.items()}
     duplicates = {s: [p for p in pairs if p[0] != b"orders:?" and rng.random() < 0.15] for s, pairs in first.items()}
 
     produce_to_kafka(kafka_broker.bootstrap, first, topics)
@@ -105,7 +106,7 @@ def test_broker_restart_while_the_pipeline_runs_loses_nothing(spark, tmp_path):
         keyed = generate_keyed(80, seed=13)
         topics = {source: source for source in keyed}
         first = {s: pairs[: len(pairs) // 2] for s, pairs in keyed.items()}
-        rest = {s: pairs[len(pairs) // 2:] for s, pairs in keyed.items()}
+        rest = {s: pairs[len(pairs) // 2 :] for s, pairs in keyed.items()}
         cfg = _conf(tmp_path, broker.bootstrap, topics, trigger="continuous", processing_time="2 seconds")
         produce_to_kafka(broker.bootstrap, first, topics)
         outcome: dict = {}

@@ -8,6 +8,7 @@ alone: the master's JSON endpoint shows each application with cores granted whil
 each worker's work dir holds that application's executor log with finished tasks. Both runs' mirrors equal those of
 a local run of the same data.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
@@ -127,25 +128,67 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     conf_dir = base / "conf"  # empty: nothing from a spark-defaults.conf elsewhere
     conf_dir.mkdir()
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK_GATEWAY")}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_CONF_DIR=str(conf_dir), SPARK_DAEMON_MEMORY="384m",
-               PYSPARK_PYTHON=sys.executable)
+    env.update(
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_CONF_DIR=str(conf_dir),
+        SPARK_DAEMON_MEMORY="384m",
+        PYSPARK_PYTHON=sys.executable,
+    )
     port, ui_port = _free_port(), _free_port()
     url = f"spark://127.0.0.1:{port}"
-    daemons = [("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                           "--webui-port", str(ui_port)])]
+    daemons = [
+        (
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui_port),
+            ],
+        )
+    ]
     work_dirs = [base / f"worker-{i}" for i in (1, 2)]
     for i, work in enumerate(work_dirs, start=1):
-        daemons.append((f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                        "--port", str(_free_port()), "--webui-port", str(_free_port()),
-                                        "--cores", "1", "--memory", "1g", "--work-dir", str(work), url]))
+        daemons.append(
+            (
+                f"worker-{i}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(_free_port()),
+                    "--webui-port",
+                    str(_free_port()),
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--work-dir",
+                    str(work),
+                    url,
+                ],
+            )
+        )
     procs: list[subprocess.Popen] = []
     logs: list[Path] = []
     try:
         for name, args in daemons:
             logs.append(base / f"{name}.log")
             with open(logs[-1], "wb") as out:
-                procs.append(subprocess.Popen([str(spark_class), *args], stdin=subprocess.DEVNULL, stdout=out,
-                                              stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent))
+                procs.append(
+                    subprocess.Popen(
+                        [str(spark_class), *args],
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        preexec_fn=_die_with_parent,
+                    )
+                )
             if name == "master":
                 _wait("master", lambda: _master_state(ui_port)["status"] == "ALIVE", 90, procs, logs)
         _wait("workers", lambda: _master_state(ui_port)["aliveworkers"] == 2, 90, procs, logs)
@@ -192,8 +235,15 @@ def _conf(demo_data: Path, warehouse: Path) -> Path:
 def _run(command: list[str], env: dict[str, str], log: Path) -> None:
     began = time.monotonic()
     with open(log, "wb") as out:
-        done = subprocess.run(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                              stderr=subprocess.STDOUT, timeout=STEP_TIMEOUT)
+        done = subprocess.run(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=STEP_TIMEOUT,
+        )
     print(f"{' '.join(command[:3])} ... took {time.monotonic() - began:.0f}s")
     assert done.returncode == 0, f"{command} exited with {done.returncode}:\n{log.read_text()[-6000:]}"
 
@@ -215,21 +265,36 @@ def _mirrors(spark, warehouse: Path) -> dict:
     return export_warehouse(spark, Warehouse(str(warehouse)))
 
 
-def test_demo_on_a_standalone_cluster_equals_a_local_run(cluster: Cluster, demo_data: Path, spark,
-                                                        tmp_path: Path) -> None:
+def test_demo_on_a_standalone_cluster_equals_a_local_run(
+    cluster: Cluster, demo_data: Path, spark, tmp_path: Path
+) -> None:
+    from pyspark.find_spark_home import _find_spark_home
+
     from pipelines.config import load_config
     from pipelines.runner import run_pipeline
     from pipelines.spark import submit_jars
 
-    from pyspark.find_spark_home import _find_spark_home
-
     # 1. spark-submit jobs/run_stage.py: master, settings and jars given to spark-submit.
     submitted = tmp_path / "wh-submit"
     settings = [arg for key, value in CLUSTER_CONF.items() for arg in ("--conf", f"{key}={value}")]
-    _run([str(Path(_find_spark_home(), "bin", "spark-submit")), "--master", cluster.url,
-          "--name", "lakecdc-cluster-submit", "--jars", submit_jars(), *settings,
-          str(ROOT / "jobs" / "run_stage.py"), "--conf", str(_conf(demo_data, submitted)), "--once"],
-         cluster.env, tmp_path / "submit.log")
+    _run(
+        [
+            str(Path(_find_spark_home(), "bin", "spark-submit")),
+            "--master",
+            cluster.url,
+            "--name",
+            "lakecdc-cluster-submit",
+            "--jars",
+            submit_jars(),
+            *settings,
+            str(ROOT / "jobs" / "run_stage.py"),
+            "--conf",
+            str(_conf(demo_data, submitted)),
+            "--once",
+        ],
+        cluster.env,
+        tmp_path / "submit.log",
+    )
     _assert_ran_on_executors(cluster, "lakecdc-cluster-submit")
 
     # 2. lakecdc run --master: settings from spark-defaults.conf, the cached jars shipped by get_spark.
@@ -239,8 +304,11 @@ def test_demo_on_a_standalone_cluster_equals_a_local_run(cluster: Cluster, demo_
     lakecdc = Path(sys.executable).with_name("lakecdc")
     command = [str(lakecdc)] if lakecdc.exists() else [sys.executable, "-m", "pipelines.cli"]
     with_master = tmp_path / "wh-master"
-    _run([*command, "run", "--conf", str(_conf(demo_data, with_master)), "--once", "--master", cluster.url],
-         {**cluster.env, "SPARK_CONF_DIR": str(conf_dir)}, tmp_path / "run-master.log")
+    _run(
+        [*command, "run", "--conf", str(_conf(demo_data, with_master)), "--once", "--master", cluster.url],
+        {**cluster.env, "SPARK_CONF_DIR": str(conf_dir)},
+        tmp_path / "run-master.log",
+    )
     _assert_ran_on_executors(cluster, "lakecdc-run")
 
     # 3. The same data on the embedded local[2] session; every mirror equal, row for row.

@@ -3,13 +3,14 @@
 Both call the same decoder object; this proves nothing is lost or altered on the way through
 Arrow and Spark types (maps, NULLs versus absent columns, unicode, long digit strings).
 """
+
 from __future__ import annotations
 
 import base64
 
 from pipelines.config import parse_config
 from pipelines.formats import FORMAT_IDS, Reject, get_decoder
-from pipelines.silver import decode_frame, decoded_rows, decode_message
+from pipelines.silver import decode_frame, decode_message, decoded_rows
 from tests.conftest import ROOT, SEEDS_FIXTURES
 
 
@@ -27,24 +28,35 @@ def _messages():
 
 
 def test_spark_and_python_decoding_agree_on_every_fixture(spark):
-    cfg = parse_config({
-        "sources": [{"name": "s", "format": "auto", "path": "/none"}],
-        "default_table": "shop.t",
-        "tables": {"shop.t": {"key": ["field1"]}},
-        "format_options": {"drs_avro": {"schema": str(ROOT / "conf" / "schemas" / "drs_record.avsc")}},
-    })
+    cfg = parse_config(
+        {
+            "sources": [{"name": "s", "format": "auto", "path": "/none"}],
+            "default_table": "shop.t",
+            "tables": {"shop.t": {"key": ["field1"]}},
+            "format_options": {"drs_avro": {"schema": str(ROOT / "conf" / "schemas" / "drs_record.avsc")}},
+        }
+    )
     bronze_rows = [("s", fmt, raw, f"file:/f#{i}", f"f#{i:012d}", None) for i, (fmt, raw) in enumerate(_messages())]
     bronze = spark.createDataFrame(
-        bronze_rows, "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP")
+        bronze_rows,
+        "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP",
+    )
     contexts = {fmt: cfg.decode_context(fmt) for fmt in FORMAT_IDS}
     spark_rows = sorted(
         (r.asDict(recursive=True) for r in decode_frame(bronze, cfg).collect()),
-        key=lambda r: (r["bronze_position"], r["change_index"]))
+        key=lambda r: (r["bronze_position"], r["change_index"]),
+    )
 
     python_rows = []
     for source, fmt, raw, position, queue_pos, ingest in bronze_rows:
-        bronze_row = {"source": source, "format": fmt, "value": raw, "position": position,
-                      "queue_pos": queue_pos, "ingest_time": ingest}
+        bronze_row = {
+            "source": source,
+            "format": fmt,
+            "value": raw,
+            "position": position,
+            "queue_pos": queue_pos,
+            "ingest_time": ingest,
+        }
         try:
             changes = decode_message(get_decoder(fmt), raw, contexts[fmt])
             python_rows.extend(decoded_rows(bronze_row, changes, None))

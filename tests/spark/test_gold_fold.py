@@ -1,6 +1,7 @@
 """The fold per key hands the MERGE named columns: ``vals`` and ``written`` have a field per data
 column, named as the column is, whatever the name (the mirror may not take every such name, the
 fold must)."""
+
 from __future__ import annotations
 
 from pipelines.gold.fold import VALUES, WRITTEN, fold_per_key, struct_field
@@ -19,16 +20,23 @@ def test_the_fold_names_every_column_however_hostile(spark):
         ("02", "UPDATE", partial, list(partial)),
     ]
     frame = spark.createDataFrame(
-        [(seq, "f#1", i, op, after, None, changed, None, "s", "oms_canal", "p", None)
-         for i, (seq, op, after, changed) in enumerate(rows)],
+        [
+            (seq, "f#1", i, op, after, None, changed, None, "s", "oms_canal", "p", None)
+            for i, (seq, op, after, changed) in enumerate(rows)
+        ],
         "seq STRING, queue_pos STRING, change_index INT, op STRING, after MAP<STRING,STRING>, "
         "before MAP<STRING,STRING>, changed ARRAY<STRING>, event_time STRING, source STRING, format STRING, "
-        "bronze_position STRING, ingest_time TIMESTAMP")
+        "bronze_position STRING, ingest_time TIMESTAMP",
+    )
     keyed = with_order(frame).selectExpr("named_struct('id', CAST(after['id'] AS BIGINT)) AS k", "*")
     folded = fold_per_key(keyed, ("id",), MirrorShape(columns=columns))
-    [row] = folded.selectExpr("live", "_seq", "_op",
-                              *[f"{struct_field(VALUES, c)} AS v{i}" for i, c in enumerate(HOSTILE)],
-                              *[f"{struct_field(WRITTEN, c)} AS w{i}" for i, c in enumerate(HOSTILE)]).collect()
+    [row] = folded.selectExpr(
+        "live",
+        "_seq",
+        "_op",
+        *[f"{struct_field(VALUES, c)} AS v{i}" for i, c in enumerate(HOSTILE)],
+        *[f"{struct_field(WRITTEN, c)} AS w{i}" for i, c in enumerate(HOSTILE)],
+    ).collect()
     assert (row["live"], row["_seq"], row["_op"]) == (True, "02", "UPDATE")
     assert [row[f"v{i}"] for i in range(len(HOSTILE))] == [0, 20, 2, None, 4], "the partial UPDATE overlays"
     assert all(row[f"w{i}"] for i in range(len(HOSTILE))), "a full image was seen: every column is written"

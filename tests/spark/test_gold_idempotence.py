@@ -1,4 +1,5 @@
 """A gold micro-batch retried after a crash is applied once (Delta txnAppId/txnVersion on MERGE)."""
+
 from __future__ import annotations
 
 from pipelines.config import parse_config
@@ -14,14 +15,19 @@ def _commits(path) -> int:
 
 
 def test_retried_gold_batch_commits_nothing_new(spark, tmp_path):
-    cfg = parse_config({"warehouse": str(tmp_path / "wh"),
-                        "sources": [{"name": "s", "format": "oms_canal", "path": str(tmp_path / "none")}]})
+    cfg = parse_config(
+        {
+            "warehouse": str(tmp_path / "wh"),
+            "sources": [{"name": "s", "format": "oms_canal", "path": str(tmp_path / "none")}],
+        }
+    )
     wh = Warehouse.from_config(cfg)
     ensure_silver(spark, wh)
     lines = [l for l in (SEEDS_FIXTURES / "oms_canal.jsonl").read_bytes().split(b"\n") if l.strip()]
     bronze = spark.createDataFrame(
         [("s", "oms_canal", raw, f"file:/x#{i}", f"x#{i:012d}", None) for i, raw in enumerate(lines, 1)],
-        "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP")
+        "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP",
+    )
     changes = decode_frame(bronze, cfg).where("kind = 'change'").drop("kind").cache()
 
     first = apply_gold_batch(spark, changes, 0, cfg, wh, "app-test")

@@ -4,6 +4,7 @@ The text was ``seq␁queue_pos␁change_index(6 digits)␁step`` (``␁`` = U+00
 and ``.``), with ``step`` 1 for a change and 0 for the delete of a key it moves away from; the
 multiset apply appended one more character: 0 for a removed before-image, 1 for an added row.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -13,8 +14,14 @@ import pytest
 
 from pipelines.gold.order import BY_ORD, ORD, delete_first, ord_literal, with_order
 
-SEQS = ["", "00000000000000000001", "00000000000000000001.00000000000000000002",
-        "00000000000000000001.00000000000000000010", "00000000000000000002", "00000000000000000010"]
+SEQS = [
+    "",
+    "00000000000000000001",
+    "00000000000000000001.00000000000000000002",
+    "00000000000000000001.00000000000000000010",
+    "00000000000000000002",
+    "00000000000000000010",
+]
 QUEUE_POS = ["", "f#000000000001", "f#000000000002", "shop:000001:00000000000000000007"]
 CHANGE_INDEX = [0, 1, 2, 10, 999999]
 OLD_SEPARATOR = "\u0001"
@@ -42,8 +49,9 @@ def test_the_struct_sorts_like_the_old_text_with_moved_key_deletes(changes):
     of a moved key (step 0) just before its change: every pair compares as it did."""
     from pyspark.sql import functions as F
 
-    events = (changes.select(ORD, F.expr(_old_ord("1")).alias("old"))
-              .unionByName(changes.select(delete_first().alias(ORD), F.expr(_old_ord("0")).alias("old"))))
+    events = changes.select(ORD, F.expr(_old_ord("1")).alias("old")).unionByName(
+        changes.select(delete_first().alias(ORD), F.expr(_old_ord("0")).alias("old"))
+    )
     assert events.count() == 2 * len(SEQS) * len(QUEUE_POS) * len(CHANGE_INDEX)
     assert _disagreements(events) == []
 
@@ -68,10 +76,14 @@ def test_a_full_load_row_sorts_before_every_incremental_change(changes):
 def test_array_sort_by_ord_sorts_like_the_old_text(changes):
     from pyspark.sql import functions as F
 
-    sorted_ = (changes.select(F.struct(ORD, F.expr(_old_ord("1")).alias("old")).alias("e"))
-               .agg(F.collect_list("e").alias("es"))
-               .select(F.expr(f"transform(array_sort(es, {BY_ORD}), e -> e.old)").alias("by_ord"),
-                       F.expr("array_sort(transform(es, e -> e.old))").alias("by_old"))).first()
+    sorted_ = (
+        changes.select(F.struct(ORD, F.expr(_old_ord("1")).alias("old")).alias("e"))
+        .agg(F.collect_list("e").alias("es"))
+        .select(
+            F.expr(f"transform(array_sort(es, {BY_ORD}), e -> e.old)").alias("by_ord"),
+            F.expr("array_sort(transform(es, e -> e.old))").alias("by_old"),
+        )
+    ).first()
     assert sorted_["by_ord"] == sorted_["by_old"]
 
 
@@ -85,6 +97,13 @@ def test_the_truncate_bound_survives_its_trip_through_json(changes):
         same = changes.where(F.col(ORD) == ord_literal(bound)).count()
         later = changes.where(F.col(ORD) > ord_literal(bound)).count()
         expected_later = changes.where(
-            F.expr(_old_ord("1")) > F.concat_ws(OLD_SEPARATOR, F.lit(bound["seq"]), F.lit(bound["queue_pos"]),
-                                                F.lpad(F.lit(str(bound["change_index"])), 6, "0"), F.lit("1"))).count()
+            F.expr(_old_ord("1"))
+            > F.concat_ws(
+                OLD_SEPARATOR,
+                F.lit(bound["seq"]),
+                F.lit(bound["queue_pos"]),
+                F.lpad(F.lit(str(bound["change_index"])), 6, "0"),
+                F.lit("1"),
+            )
+        ).count()
         assert (same, later) == (1, expected_later)

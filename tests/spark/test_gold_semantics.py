@@ -5,6 +5,7 @@ Changes are written as Canal messages (it states each column's MySQL type and it
 by the real decoder and applied with :func:`pipelines.gold.stage.apply_gold_batch`, one call per
 micro-batch, as the stream would.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -30,17 +31,28 @@ def change(op: str, n: int, before=None, after=None, types=None, key=("id",), ta
     the change happens n ms after a fixed instant."""
     types = dict(TYPES if types is None else types)
     cols = set(before or {}) | set(after or {})
-    return Change(op=op, db="shop", table=table, key_columns=key, before=before, after=after,
-                  col_types={c: t for c, t in types.items() if c in cols}, seq=(1_700_000_000_000 + n,),
-                  event_time=f"2023-11-14T22:13:20.{n:03d}Z")
+    return Change(
+        op=op,
+        db="shop",
+        table=table,
+        key_columns=key,
+        before=before,
+        after=after,
+        col_types={c: t for c, t in types.items() if c in cols},
+        seq=(1_700_000_000_000 + n,),
+        event_time=f"2023-11-14T22:13:20.{n:03d}Z",
+    )
 
 
 class Gold:
     """A warehouse and its silver tables; ``apply`` runs one gold micro-batch of changes."""
 
     def __init__(self, spark, tmp_path, **table_options):
-        doc = {"warehouse": str(tmp_path / "wh"), "quality_checks": False,
-               "sources": [{"name": "s", "format": FMT, "path": str(tmp_path / "none")}]}
+        doc = {
+            "warehouse": str(tmp_path / "wh"),
+            "quality_checks": False,
+            "sources": [{"name": "s", "format": FMT, "path": str(tmp_path / "none")}],
+        }
         if table_options:
             doc["tables"] = {"shop.t": table_options}
         self.spark, self.cfg = spark, parse_config(doc)
@@ -53,10 +65,13 @@ class Gold:
         return self.frame_of_messages([get_decoder(FMT).encode(ch, ctx) for ch in changes])
 
     def frame_of_messages(self, messages: list[bytes]):
-        rows = [("s", FMT, raw, f"file:/x#{self.batches}.{i}", f"{self.batches:06d}{i:06d}", None)
-                for i, raw in enumerate(messages)]
+        rows = [
+            ("s", FMT, raw, f"file:/x#{self.batches}.{i}", f"{self.batches:06d}{i:06d}", None)
+            for i, raw in enumerate(messages)
+        ]
         bronze = self.spark.createDataFrame(
-            rows, "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP")
+            rows, "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP"
+        )
         return decode_frame(bronze, self.cfg).where("kind = 'change'").drop("kind")
 
     def apply(self, changes: list[Change]):
@@ -84,18 +99,26 @@ def _multiset(rows: list[dict]) -> list[tuple]:
 def test_a_table_without_a_key_is_a_multiset(spark, tmp_path):
     types = {"a": "int", "b": "varchar(16)"}
     x, y, z = {"a": "1", "b": "x"}, {"a": "2", "b": "y"}, {"a": "3", "b": "z"}
-    first = [change("INSERT", 1, after=x, types=types, key=()), change("INSERT", 2, after=x, types=types, key=()),
-             change("INSERT", 3, after=y, types=types, key=())]
-    second = [change("DELETE", 4, before=x, types=types, key=()),
-              change("UPDATE", 5, before=y, after=z, types=types, key=()),
-              first[2]]  # a redelivered copy of an insert the first batch applied
+    first = [
+        change("INSERT", 1, after=x, types=types, key=()),
+        change("INSERT", 2, after=x, types=types, key=()),
+        change("INSERT", 3, after=y, types=types, key=()),
+    ]
+    second = [
+        change("DELETE", 4, before=x, types=types, key=()),
+        change("UPDATE", 5, before=y, after=z, types=types, key=()),
+        first[2],
+    ]  # a redelivered copy of an insert the first batch applied
     gold = Gold(spark, tmp_path)
     assert gold.apply(first).applied == 3
     stats = gold.apply(second + [second[0]])  # ... and a copy of this batch's delete
     assert (stats.applied, stats.stale) == (2, 2)
     expected = MirrorModel().add_all(first + second[:2]).rows("shop.t")
-    assert _multiset(gold.rows()) == _multiset([{"a": 1, "b": "x"}, {"a": 3, "b": "z"}]) == _multiset(
-        [{"a": int(r["a"]), "b": r["b"]} for r in expected])
+    assert (
+        _multiset(gold.rows())
+        == _multiset([{"a": 1, "b": "x"}, {"a": 3, "b": "z"}])
+        == _multiset([{"a": int(r["a"]), "b": r["b"]} for r in expected])
+    )
     row_ids = [r["_row_id"] for r in gold.mirror().collect()]
     assert len(set(row_ids)) == 2 and all(row_ids), "every row has its own id: the change that inserted it"
 
@@ -109,8 +132,13 @@ def test_keyless_delete_takes_only_a_copy_that_exists_at_its_sequence(spark, tmp
     x = {"a": "1", "b": "x"}
     gold = Gold(spark, tmp_path)
     # one batch, arriving out of order: the second insert (seq 3) comes after the delete (seq 2)
-    gold.apply([change("INSERT", 3, after=x, types=types, key=()), change("DELETE", 2, before=x, types=types, key=()),
-                change("INSERT", 1, after=x, types=types, key=())])
+    gold.apply(
+        [
+            change("INSERT", 3, after=x, types=types, key=()),
+            change("DELETE", 2, before=x, types=types, key=()),
+            change("INSERT", 1, after=x, types=types, key=()),
+        ]
+    )
     assert gold.rows() == [{"a": 1, "b": "x"}]
 
 
@@ -128,13 +156,17 @@ def test_delta_allowed_widening_evolves_the_mirror(spark, tmp_path):
     gold.apply([change("INSERT", 2, after=_row(2, a="5000000000", d="1234567890123456.1234"), types=wide)])
     types = {f.name: f.dataType.simpleString() for f in gold.mirror().schema.fields}
     assert (types["a"], types["d"]) == ("bigint", "decimal(20,4)")
-    assert gold.rows() == [{"id": 1, "a": 7, "d": "12345678.9100"},
-                           {"id": 2, "a": 5000000000, "d": "1234567890123456.1234"}]
+    assert gold.rows() == [
+        {"id": 1, "a": 7, "d": "12345678.9100"},
+        {"id": 2, "a": 5000000000, "d": "1234567890123456.1234"},
+    ]
     assert gold.quarantine() == []
 
 
 def _drop_b(gold: Gold) -> None:
-    gold.apply([change("INSERT", 1, after=_row(1, a="1", b="kept")), change("INSERT", 2, after=_row(2, a="2", b="two"))])
+    gold.apply(
+        [change("INSERT", 1, after=_row(1, a="1", b="kept")), change("INSERT", 2, after=_row(2, a="2", b="two"))]
+    )
 
 
 def test_a_dropped_column_stops_the_stream_by_default(spark, tmp_path):
@@ -148,8 +180,12 @@ def test_a_dropped_column_stops_the_stream_by_default(spark, tmp_path):
 def test_a_dropped_column_under_quarantine(spark, tmp_path):
     gold = Gold(spark, tmp_path, schema_changes="quarantine")
     _drop_b(gold)
-    stats = gold.apply([change("UPDATE", 3, before=_row(2, a="2"), after=_row(2, a="20")),
-                        change("INSERT", 4, after=_row(4, a="4", b="carried"))])
+    stats = gold.apply(
+        [
+            change("UPDATE", 3, before=_row(2, a="2"), after=_row(2, a="20")),
+            change("INSERT", 4, after=_row(4, a="4", b="carried")),
+        ]
+    )
     assert (stats.applied, stats.quarantined) == (1, 1)
     [bad] = gold.quarantine()
     assert "schema change: column 'b' dropped" in bad["reason"] and bad["bronze_position"].startswith("file:")
@@ -169,10 +205,10 @@ def test_a_dropped_column_under_evolve_leaves_the_mirror_and_stays_gone(spark, t
 def test_a_dropped_column_under_ignore_keeps_its_values(spark, tmp_path):
     gold = Gold(spark, tmp_path, schema_changes="ignore")
     _drop_b(gold)
-    gold.apply([change("UPDATE", 3, before=_row(1, a="1"), after=_row(1, a="10")),
-                change("INSERT", 4, after=_row(4, a="4"))])
-    assert gold.rows() == [{"id": 1, "a": 10, "b": "kept"}, {"id": 2, "a": 2, "b": "two"},
-                           {"id": 4, "a": 4, "b": None}]
+    gold.apply(
+        [change("UPDATE", 3, before=_row(1, a="1"), after=_row(1, a="10")), change("INSERT", 4, after=_row(4, a="4"))]
+    )
+    assert gold.rows() == [{"id": 1, "a": 10, "b": "kept"}, {"id": 2, "a": 2, "b": "two"}, {"id": 4, "a": 4, "b": None}]
 
 
 def test_a_renamed_column_under_evolve_keeps_its_values(spark, tmp_path):
@@ -240,22 +276,40 @@ def test_the_batch_profile_costs_the_same_jobs_for_one_table_or_many(spark, tmp_
 
 def _history(gold: Gold) -> list[tuple]:
     rows = gold.wh.history("shop.t").read(gold.spark).collect()
-    return sorted((r["id"], r["a"], r["_valid_from_seq"][-2:], (r["_valid_to_seq"] or "--")[-2:], r["_current"],
-                   r["_valid_to"] is None) for r in rows)
+    return sorted(
+        (
+            r["id"],
+            r["a"],
+            r["_valid_from_seq"][-2:],
+            (r["_valid_to_seq"] or "--")[-2:],
+            r["_current"],
+            r["_valid_to"] is None,
+        )
+        for r in rows
+    )
 
 
 def test_history_keeps_every_version_whatever_the_batch_boundaries(spark, tmp_path):
-    first = [change("INSERT", 1, after=_row(1, a="1")), change("UPDATE", 2, before=_row(1, a="1"), after=_row(1, a="2")),
-             change("INSERT", 3, after=_row(2, a="20"))]
-    second = [change("UPDATE", 5, before=_row(1, a="2"), after=_row(1, a="3")), change("DELETE", 6, before=_row(2, a="20")),
-              change("UPDATE", 7, before=_row(1, a="3"), after=_row(3, a="3")),
-              first[1]]  # a late copy of an old change: stale, never a version
+    first = [
+        change("INSERT", 1, after=_row(1, a="1")),
+        change("UPDATE", 2, before=_row(1, a="1"), after=_row(1, a="2")),
+        change("INSERT", 3, after=_row(2, a="20")),
+    ]
+    second = [
+        change("UPDATE", 5, before=_row(1, a="2"), after=_row(1, a="3")),
+        change("DELETE", 6, before=_row(2, a="20")),
+        change("UPDATE", 7, before=_row(1, a="3"), after=_row(3, a="3")),
+        first[1],
+    ]  # a late copy of an old change: stale, never a version
     in_two = Gold(spark, tmp_path / "two", history=True)
     in_two.apply(first)
     in_two.apply(second)
     expected = [
-        (1, 1, "01", "02", False, False), (1, 2, "02", "05", False, False), (1, 3, "05", "07", False, False),
-        (2, 20, "03", "06", False, False), (3, 3, "07", "--", True, True),
+        (1, 1, "01", "02", False, False),
+        (1, 2, "02", "05", False, False),
+        (1, 3, "05", "07", False, False),
+        (2, 20, "03", "06", False, False),
+        (3, 3, "07", "--", True, True),
     ]
     assert _history(in_two) == expected
     in_one = Gold(spark, tmp_path / "one", history=True)
@@ -267,11 +321,21 @@ def test_history_keeps_every_version_whatever_the_batch_boundaries(spark, tmp_pa
 def test_truncate_closes_the_current_versions(spark, tmp_path):
     gold = Gold(spark, tmp_path, history=True)
     gold.apply([change("INSERT", 1, after=_row(1, a="1")), change("INSERT", 2, after=_row(2, a="2"))])
-    truncate = Change(op="TRUNCATE", db="shop", table="t", key_columns=("id",), seq=(1_700_000_000_005,),
-                      event_time="2023-11-14T22:13:20.005Z", ddl="TRUNCATE TABLE shop.t")
+    truncate = Change(
+        op="TRUNCATE",
+        db="shop",
+        table="t",
+        key_columns=("id",),
+        seq=(1_700_000_000_005,),
+        event_time="2023-11-14T22:13:20.005Z",
+        ddl="TRUNCATE TABLE shop.t",
+    )
     gold.apply([truncate, change("INSERT", 6, after=_row(3, a="3"))])
-    assert _history(gold) == [(1, 1, "01", "05", False, False), (2, 2, "02", "05", False, False),
-                              (3, 3, "06", "--", True, True)]
+    assert _history(gold) == [
+        (1, 1, "01", "05", False, False),
+        (2, 2, "02", "05", False, False),
+        (3, 3, "06", "--", True, True),
+    ]
     assert gold.rows() == [{"id": 3, "a": 3}]
 
 
@@ -281,8 +345,15 @@ def test_truncate_compacts_the_tombstones_it_supersedes_and_late_changes_stay_st
     gold.apply([insert, change("DELETE", 2, before=_row(1, a="1")), change("DELETE", 4, before=_row(9, a="9"))])
     tombstones = gold.wh.tombstones("shop.t")
     assert sorted(r["id"] for r in tombstones.read(spark).collect()) == [1, 9]
-    truncate = Change(op="TRUNCATE", db="shop", table="t", key_columns=("id",), seq=(1_700_000_000_003,),
-                      event_time="2023-11-14T22:13:20.003Z", ddl="TRUNCATE TABLE shop.t")
+    truncate = Change(
+        op="TRUNCATE",
+        db="shop",
+        table="t",
+        key_columns=("id",),
+        seq=(1_700_000_000_003,),
+        event_time="2023-11-14T22:13:20.003Z",
+        ddl="TRUNCATE TABLE shop.t",
+    )
     gold.apply([truncate])
     assert [r["id"] for r in tombstones.read(spark).collect()] == [9], "only the tombstone newer than the truncate"
     stats = gold.apply([insert, change("INSERT", 3, after=_row(9, a="99"))])  # both older than what they meet
@@ -296,8 +367,11 @@ def test_two_equal_keyless_rows_of_one_message_stay_two(spark, tmp_path):
 
     types = {"a": "int", "b": "varchar(16)"}
     gold = Gold(spark, tmp_path)
-    message = json.loads(get_decoder(FMT).encode(change("INSERT", 1, after={"a": "1", "b": "x"}, types=types, key=()),
-                                                 gold.cfg.decode_context(FMT)))
+    message = json.loads(
+        get_decoder(FMT).encode(
+            change("INSERT", 1, after={"a": "1", "b": "x"}, types=types, key=()), gold.cfg.decode_context(FMT)
+        )
+    )
     message["data"] = message["data"] * 2
     raw = json.dumps(message).encode()
     frame = gold.frame_of_messages([raw, raw])  # the message, and a redelivered copy of it
@@ -322,17 +396,35 @@ def test_column_names_that_need_quoting_fold_merge_and_keep_history(spark, tmp_p
     fold carries by name, and in the history."""
     gold = Gold(spark, tmp_path, history=True)
     key = ("i.d",)
-    gold.apply([change("INSERT", 1, after=_odd(1, "1", "one", "x1"), types=ODD_TYPES, key=key),
-                change("INSERT", 2, after=_odd(2, "2", "two", "x2"), types=ODD_TYPES, key=key)])
-    gold.apply([change("UPDATE", 3, before=_odd(1, "1", "one", "x1"), after=_odd(1, "10", "ONE", None),
-                       types=ODD_TYPES, key=key),
-                change("UPDATE", 4, before=_odd(2, "2", "two", "x2"), after=_odd(5, "2", "two", "x2"),
-                       types=ODD_TYPES, key=key)])
-    assert gold.rows() == [{"i.d": 1, "a'b": 10, "e.f": "ONE", "x$%^&*\\": None},
-                           {"i.d": 5, "a'b": 2, "e.f": "two", "x$%^&*\\": "x2"}]
+    gold.apply(
+        [
+            change("INSERT", 1, after=_odd(1, "1", "one", "x1"), types=ODD_TYPES, key=key),
+            change("INSERT", 2, after=_odd(2, "2", "two", "x2"), types=ODD_TYPES, key=key),
+        ]
+    )
+    gold.apply(
+        [
+            change(
+                "UPDATE",
+                3,
+                before=_odd(1, "1", "one", "x1"),
+                after=_odd(1, "10", "ONE", None),
+                types=ODD_TYPES,
+                key=key,
+            ),
+            change(
+                "UPDATE", 4, before=_odd(2, "2", "two", "x2"), after=_odd(5, "2", "two", "x2"), types=ODD_TYPES, key=key
+            ),
+        ]
+    )
+    assert gold.rows() == [
+        {"i.d": 1, "a'b": 10, "e.f": "ONE", "x$%^&*\\": None},
+        {"i.d": 5, "a'b": 2, "e.f": "two", "x$%^&*\\": "x2"},
+    ]
     assert [r["i.d"] for r in gold.wh.tombstones("shop.t").read(spark).collect()] == [2], "the moved key"
-    history = sorted((r["i.d"], r["a'b"], r["e.f"], r["_current"])
-                     for r in gold.wh.history("shop.t").read(spark).collect())
+    history = sorted(
+        (r["i.d"], r["a'b"], r["e.f"], r["_current"]) for r in gold.wh.history("shop.t").read(spark).collect()
+    )
     assert history == [(1, 1, "one", False), (1, 10, "ONE", True), (2, 2, "two", False), (5, 2, "two", True)]
 
 
@@ -340,6 +432,11 @@ def test_column_names_that_need_quoting_in_a_table_without_a_key(spark, tmp_path
     types = {"a'b": "int", "e.f": "varchar(16)"}
     x = {"a'b": "1", "e.f": "x"}
     gold = Gold(spark, tmp_path)
-    gold.apply([change("INSERT", 1, after=x, types=types, key=()), change("INSERT", 2, after=x, types=types, key=()),
-                change("DELETE", 3, before=x, types=types, key=())])
+    gold.apply(
+        [
+            change("INSERT", 1, after=x, types=types, key=()),
+            change("INSERT", 2, after=x, types=types, key=()),
+            change("DELETE", 3, before=x, types=types, key=()),
+        ]
+    )
     assert gold.rows() == [{"a'b": 1, "e.f": "x"}]

@@ -7,6 +7,7 @@ pipeline run costs ~40 s on 2 cores plus a few seconds per mirror, so every form
 (``lakecdc run --once`` with a source per format, 35 mirrors), and only a few cases get a
 ``lakecdc replay`` of their own.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,22 +21,34 @@ from pipelines.formats.base import Change
 from pipelines.silver import reconcile
 from pipelines.testing.model import table_name
 from pipelines.testing.simulator import (
-    Delivery, History, compare, decode_delivery, deliver, encodable_formats, expected_rows, generate_history,
-    landing_lines, pipeline_yaml, pipeline_yaml_many, truth_safe_options,
+    Delivery,
+    History,
+    compare,
+    decode_delivery,
+    deliver,
+    encodable_formats,
+    expected_rows,
+    generate_history,
+    landing_lines,
+    pipeline_yaml,
+    pipeline_yaml_many,
+    truth_safe_options,
 )
 from pipelines.warehouse import Warehouse
 
 
-def replay(spark, tmp_path: Path, history: History, delivery: Delivery, name: str = "batch",
-           warehouse: Path | None = None) -> dict:
+def replay(
+    spark, tmp_path: Path, history: History, delivery: Delivery, name: str = "batch", warehouse: Path | None = None
+) -> dict:
     """Land the delivered messages, run ``lakecdc replay`` and return the export."""
     wh = warehouse or tmp_path / "warehouse"
     landing = tmp_path / f"{name}.jsonl"
     landing.write_bytes(landing_lines(history, delivery))
     conf = tmp_path / "pipeline.yaml"
     conf.write_text(pipeline_yaml(history, str(wh)), encoding="utf-8")
-    rc = cli.main(["replay", "--format", history.format_id, "--input", str(landing), "--warehouse", str(wh),
-                   "--conf", str(conf)])
+    rc = cli.main(
+        ["replay", "--format", history.format_id, "--input", str(landing), "--warehouse", str(wh), "--conf", str(conf)]
+    )
     assert rc == 0
     return export_warehouse(spark, Warehouse(str(wh)))
 
@@ -43,6 +56,7 @@ def replay(spark, tmp_path: Path, history: History, delivery: Delivery, name: st
 @dataclass
 class PipelineRun:
     """One ``lakecdc run --once`` over the delivered histories of several formats."""
+
     histories: dict[str, History]  # by format id
     deliveries: dict[str, Delivery]
     warehouse: Warehouse
@@ -65,22 +79,31 @@ def run_once(spark, root: Path, histories: list[History]) -> PipelineRun:
     conf.write_text(pipeline_yaml_many(histories, str(wh), landing_dirs), encoding="utf-8")
     assert cli.main(["run", "--once", "--conf", str(conf)]) == 0
     warehouse = Warehouse(str(wh))
-    return PipelineRun({h.format_id: h for h in histories}, deliveries, warehouse,
-                       export_warehouse(spark, warehouse), conf)
+    return PipelineRun(
+        {h.format_id: h for h in histories}, deliveries, warehouse, export_warehouse(spark, warehouse), conf
+    )
 
 
 def check(history: History, expected: dict, exported: dict) -> None:
     # A table whose every change was deleted/truncated may have no mirror rows: compare what exists.
-    diffs = compare(expected, {t: exported.get(t, []) for t in expected}, keys=history.keys(),
-                    col_types=history.column_types())
+    diffs = compare(
+        expected, {t: exported.get(t, []) for t in expected}, keys=history.keys(), col_types=history.column_types()
+    )
     assert diffs == [], f"{history.format_id} seed {history.seed}:\n" + "\n".join(diffs[:20])
 
 
 def check_run(spark, run: PipelineRun, format_id: str) -> None:
     """Nothing of the format quarantined (silver or gold), and its mirrors equal the model."""
     history = run.histories[format_id]
-    quarantined = [(r["stage"], r["reason"]) for r in run.warehouse.silver("quarantine").read(spark)
-                   .where(f"format = '{format_id}'").select("stage", "reason").distinct().collect()]
+    quarantined = [
+        (r["stage"], r["reason"])
+        for r in run.warehouse.silver("quarantine")
+        .read(spark)
+        .where(f"format = '{format_id}'")
+        .select("stage", "reason")
+        .distinct()
+        .collect()
+    ]
     assert quarantined == [], f"{format_id} seed {history.seed}: quarantined {quarantined}"
     check(history, run.deliveries[format_id].expected, run.exported)
 
@@ -95,8 +118,10 @@ def every_format_run(spark, tmp_path_factory) -> PipelineRun:
     """One small history per encodable format (its own db, so tables never collide), all landed
     and applied in one pipeline run. oms_debezium_smt takes part: its messages name no table and
     it is the only such format, so the pipeline's one ``default_table`` is its table."""
-    histories = [generate_history(f, SHARED_RUN_SEED + i, n_changes=30, n_tables=2, db=f, **truth_safe_options(f))
-                 for i, f in enumerate(encodable_formats())]
+    histories = [
+        generate_history(f, SHARED_RUN_SEED + i, n_changes=30, n_tables=2, db=f, **truth_safe_options(f))
+        for i, f in enumerate(encodable_formats())
+    ]
     return run_once(spark, tmp_path_factory.mktemp("every_format"), histories)
 
 
@@ -126,17 +151,20 @@ def keyless_run(spark, tmp_path_factory) -> PipelineRun:
     """Histories with a keyless table (t0) next to a keyed one (t1), in two formats, one pipeline
     run. The seed is chosen so that a keyless table ends with two equal rows and a keyless
     change is delivered twice (asserted here): gold must keep the one and apply the other once."""
-    histories = [generate_history(f, KEYLESS_SEED, n_changes=30, n_tables=2, db=f, keyless_tables=True)
-                 for f in KEYLESS_FORMATS]
+    histories = [
+        generate_history(f, KEYLESS_SEED, n_changes=30, n_tables=2, db=f, keyless_tables=True) for f in KEYLESS_FORMATS
+    ]
     run = run_once(spark, tmp_path_factory.mktemp("keyless"), histories)
     for h in histories:
         keyless = [t.qualified for t in h.tables if not t.key]
         assert keyless and len(keyless) < len(h.tables), [t.key for t in h.tables]
-        assert any(len({tuple(sorted(r.items())) for r in h.truth[t]}) < len(h.truth[t]) for t in keyless), \
+        assert any(len({tuple(sorted(r.items())) for r in h.truth[t]}) < len(h.truth[t]) for t in keyless), (
             f"{h.format_id} seed {h.seed}: no keyless table ends with two equal rows"
+        )
         delivered = [c for c in decode_delivery(h, run.deliveries[h.format_id]) if table_name(c) in keyless]
-        assert len(delivered) > len([c for c in h.decoded if table_name(c) in keyless]), \
+        assert len(delivered) > len([c for c in h.decoded if table_name(c) in keyless]), (
             f"{h.format_id} seed {h.seed}: no keyless change delivered twice"
+        )
     return run
 
 
@@ -150,8 +178,10 @@ def test_rebuilding_silver_and_gold_from_bronze_gives_identical_tables(spark, ke
     wh = keyless_run.warehouse
 
     def snapshot() -> dict:
-        side = {name: sorted(map(repr, ref.read(spark).collect())) for name, ref in [
-            ("changes", wh.silver("changes")), ("quarantine", wh.silver("quarantine"))]}
+        side = {
+            name: sorted(map(repr, ref.read(spark).collect()))
+            for name, ref in [("changes", wh.silver("changes")), ("quarantine", wh.silver("quarantine"))]
+        }
         for kind in ("_tombstones", "_applied"):
             for path in sorted((Path(wh.root) / "gold" / kind).iterdir()):
                 side[f"{kind}/{path.name}"] = sorted(map(repr, spark.read.format("delta").load(str(path)).collect()))
@@ -182,10 +212,13 @@ def _sim(format_id: str, changes: list[Change], tables: dict) -> History:
     from pipelines.formats.base import DecodeContext, TableSpec
     from pipelines.testing.simulator import TableDef
 
-    defs = [TableDef(db=n.split(".")[0], name=n.split(".")[1], key=tuple(spec["key"]), columns=dict(spec["columns"]))
-            for n, spec in tables.items()]
-    ctx = DecodeContext(tables={n.lower(): TableSpec(key=tuple(s["key"]), columns=dict(s["columns"]))
-                                for n, s in tables.items()})
+    defs = [
+        TableDef(db=n.split(".")[0], name=n.split(".")[1], key=tuple(spec["key"]), columns=dict(spec["columns"]))
+        for n, spec in tables.items()
+    ]
+    ctx = DecodeContext(
+        tables={n.lower(): TableSpec(key=tuple(s["key"]), columns=dict(s["columns"])) for n, s in tables.items()}
+    )
     return History(format_id, 0, defs, changes, {}, ctx)
 
 
@@ -197,15 +230,27 @@ _T = {"shop.t": {"key": ["id"], "columns": {"id": "bigint", "a": "varchar(16)", 
 
 
 def _row(op, seq, before=None, after=None, changed=None, **kw):
-    return Change(op=op, db="shop", table="t", key_columns=("id",), before=before, after=after, changed=changed,
-                  col_types=dict(_T["shop.t"]["columns"]), seq=seq, event_time="2023-11-14T22:13:20Z", **kw)
+    return Change(
+        op=op,
+        db="shop",
+        table="t",
+        key_columns=("id",),
+        before=before,
+        after=after,
+        changed=changed,
+        col_types=dict(_T["shop.t"]["columns"]),
+        seq=seq,
+        event_time="2023-11-14T22:13:20Z",
+        **kw,
+    )
 
 
 def test_shareplex_partial_key_change_keeps_the_other_columns(spark, tmp_path):
     changes = [
         _row("INSERT", (1700000000, 1), after={"id": "1", "a": "kept", "b": "1.5"}),
-        _row("UPDATE", (1700000001, 1), before={"id": "1", "a": "kept", "b": "1.5"}, after={"id": "2"},
-             changed=("id",)),
+        _row(
+            "UPDATE", (1700000001, 1), before={"id": "1", "a": "kept", "b": "1.5"}, after={"id": "2"}, changed=("id",)
+        ),
     ]
     history = _sim("oms_shareplex", changes, _T)
     expected = expected_rows(history)
@@ -216,8 +261,15 @@ def test_shareplex_partial_key_change_keeps_the_other_columns(spark, tmp_path):
 def test_truncate_is_durable_across_batches(spark, tmp_path):
     changes = [
         _row("INSERT", (1700000000001,), after={"id": "1", "a": "x", "b": "0.1"}),
-        Change(op="TRUNCATE", db="shop", table="t", key_columns=("id",), seq=(1700000000002,),
-               event_time="2023-11-14T22:13:20Z", ddl="TRUNCATE TABLE shop.t"),
+        Change(
+            op="TRUNCATE",
+            db="shop",
+            table="t",
+            key_columns=("id",),
+            seq=(1700000000002,),
+            event_time="2023-11-14T22:13:20Z",
+            ddl="TRUNCATE TABLE shop.t",
+        ),
         _row("INSERT", (1700000000003,), after={"id": "2", "a": "y", "b": "0.2"}),
     ]
     history = _sim("oms_canal", changes, _T)

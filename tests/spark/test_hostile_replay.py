@@ -20,9 +20,18 @@ HOSTILE_COLUMNS = ["a`b", "$% ^,& *(", "x.y", "名前", "sp ace"]
 
 
 def canal(db, table, rows, *, op="INSERT", id_=1, es=1_700_000_000_000, types=None, pk=("id",)):
-    msg = {"type": op, "database": db, "table": table, "id": id_, "es": es, "ts": es, "isDdl": False,
-           "pkNames": list(pk) if pk else None, "data": rows,
-           "mysqlType": types or {c: "varchar(64)" for c in rows[0]} | {"id": "bigint"}}
+    msg = {
+        "type": op,
+        "database": db,
+        "table": table,
+        "id": id_,
+        "es": es,
+        "ts": es,
+        "isDdl": False,
+        "pkNames": list(pk) if pk else None,
+        "data": rows,
+        "mysqlType": types or {c: "varchar(64)" for c in rows[0]} | {"id": "bigint"},
+    }
     return json.dumps(msg, ensure_ascii=False).encode()
 
 
@@ -54,8 +63,12 @@ def traffic() -> tuple[list[bytes], dict[tuple, int]]:
     add("db", "t/../../x", 1)
     # hostile column names, kept as they are; a zero date (row kept, column NULL); a long binary
     es += 1
-    row = {"id": "1", **{c: f"value of {c}" for c in HOSTILE_COLUMNS}, "born": "0000-00-00 00:00:00",
-           "blob": base64.b64encode(LONG_BYTES).decode()}
+    row = {
+        "id": "1",
+        **{c: f"value of {c}" for c in HOSTILE_COLUMNS},
+        "born": "0000-00-00 00:00:00",
+        "blob": base64.b64encode(LONG_BYTES).decode(),
+    }
     types = {"id": "bigint", **{c: "varchar(64)" for c in HOSTILE_COLUMNS}, "born": "datetime", "blob": "blob"}
     lines.append(canal("hostile", "cols", [row], es=es, id_=es, types=types))
     expect[("hostile", None, "cols")] = 1
@@ -72,9 +85,9 @@ def traffic() -> tuple[list[bytes], dict[tuple, int]]:
         b'"pkNames":["id"],"data":[{"id":"1"}]}',
         canal("shop", "orders", [{"id": "9", "v": "x"}], op="MERGE"),
         b'{"type":"INSERT","database":"d","table":"t","id":1,"es":1,"data":[{"c":"1"}],"mysqlType":{"c":"a'
-        + b" " * 100 + b'!"}}',
-        b'{"type":"INSERT","database":"shop","table":"t\\ud800","id":1,"es":1,"pkNames":["id"],'
-        b'"data":[{"id":"1"}]}',
+        + b" " * 100
+        + b'!"}}',
+        b'{"type":"INSERT","database":"shop","table":"t\\ud800","id":1,"es":1,"pkNames":["id"],"data":[{"id":"1"}]}',
     ]
     expect[("d", None, "t")] = 1  # the hostile type name is only an unknown type: decoded quickly, kept as text
     return lines, expect
@@ -86,12 +99,19 @@ def test_hostile_replay(spark, tmp_path, capsys):
     source.write_bytes(b"\n".join(lines) + b"\n")
     wh_dir = tmp_path / "wh"
     conf = tmp_path / "conf.yaml"
-    conf.write_text(yaml.safe_dump({"quality_checks": False,
-                                    "sources": [{"name": "unused", "format": "oms_canal", "path": "/nonexistent"}]}))
+    conf.write_text(
+        yaml.safe_dump(
+            {"quality_checks": False, "sources": [{"name": "unused", "format": "oms_canal", "path": "/nonexistent"}]}
+        )
+    )
     before = {p for p in Path("/").glob("*")}
 
-    assert main(["replay", "--format", "oms_canal", "--input", str(source), "--warehouse", str(wh_dir),
-                 "--conf", str(conf)]) == 0
+    assert (
+        main(
+            ["replay", "--format", "oms_canal", "--input", str(source), "--warehouse", str(wh_dir), "--conf", str(conf)]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert f"{len(lines)} messages in bronze" in printed
 

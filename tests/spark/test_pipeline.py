@@ -1,4 +1,5 @@
 """The pipeline on real Delta tables: replay, idempotence, quarantine, exact values, restart after kill."""
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,19 @@ from pipelines.warehouse import Warehouse
 from tests.conftest import CONFORMANCE, SEEDS_FIXTURES
 
 OMS_TYPES = {
-    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "bigInt": "bigint unsigned",
-    "float32": "float", "float64": "double", "string": "varchar(64)", "bytes": "blob",
-    "decimal": "decimal(38,24)", "localDate": "date", "localTime": "time", "localDateTime": "datetime",
+    "int8": "tinyint",
+    "int16": "smallint",
+    "int32": "int",
+    "int64": "bigint",
+    "bigInt": "bigint unsigned",
+    "float32": "float",
+    "float64": "double",
+    "string": "varchar(64)",
+    "bytes": "blob",
+    "decimal": "decimal(38,24)",
+    "localDate": "date",
+    "localTime": "time",
+    "localDateTime": "datetime",
     "timestamp_in_long": "timestamp(6)",
 }
 OMS_CONF = {
@@ -54,8 +65,11 @@ def _export(capsys, warehouse: Path, *extra: str) -> dict:
 
 def _versions(warehouse: Path) -> dict[str, int]:
     """Number of commits of every Delta table in the warehouse."""
-    return {str(p.parent.relative_to(warehouse)): len(list(p.glob("*.json")))
-            for p in warehouse.rglob("_delta_log") if "_checkpoints" not in str(p)}
+    return {
+        str(p.parent.relative_to(warehouse)): len(list(p.glob("*.json")))
+        for p in warehouse.rglob("_delta_log")
+        if "_checkpoints" not in str(p)
+    }
 
 
 @pytest.fixture
@@ -70,8 +84,22 @@ def test_replay_gives_exact_mirror_and_a_second_replay_changes_nothing(spark, tm
     # INSERT, ROW (full load), UPDATE of `table`; then a line that is not JSON; then an INSERT into `table_name`.
     source = _write(tmp_path / "oms.jsonl", lines[:3] + [b"this is not json"] + [lines[5]])
     wh = tmp_path / "wh"
-    assert main(["replay", "--format", "oms_default", "--input", str(source), "--warehouse", str(wh),
-                 "--conf", str(oms_conf)]) == 0
+    assert (
+        main(
+            [
+                "replay",
+                "--format",
+                "oms_default",
+                "--input",
+                str(source),
+                "--warehouse",
+                str(wh),
+                "--conf",
+                str(oms_conf),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "5 messages in bronze" in printed and "1 quarantined" in printed
 
@@ -103,8 +131,22 @@ def test_replay_gives_exact_mirror_and_a_second_replay_changes_nothing(spark, tm
     assert quarantine[0]["bronze_position"].endswith("#4")
 
     before = _versions(wh)
-    assert main(["replay", "--format", "oms_default", "--input", str(source), "--warehouse", str(wh),
-                 "--conf", str(oms_conf)]) == 0
+    assert (
+        main(
+            [
+                "replay",
+                "--format",
+                "oms_default",
+                "--input",
+                str(source),
+                "--warehouse",
+                str(wh),
+                "--conf",
+                str(oms_conf),
+            ]
+        )
+        == 0
+    )
     assert _versions(wh) == before, "a second replay of the same file must not commit anything"
     assert _export(capsys, wh) == exported
 
@@ -128,8 +170,13 @@ def test_canal_seed_values_are_exact_and_conformance_file_gives_the_stated_mirro
     main(["replay", "--format", "oms_canal", "--input", str(seed), "--warehouse", str(wh)])
     capsys.readouterr()
     decoder = get_decoder("oms_canal")
-    changes = [c for raw in _lines("oms_canal.jsonl") for c in decoder.decode(raw, parse_config(
-        {"sources": [{"name": "x", "format": "oms_canal", "path": "/x"}]}).decode_context())]
+    changes = [
+        c
+        for raw in _lines("oms_canal.jsonl")
+        for c in decoder.decode(
+            raw, parse_config({"sources": [{"name": "x", "format": "oms_canal", "path": "/x"}]}).decode_context()
+        )
+    ]
     model = MirrorModel().add_all(changes)
     exported = _export(capsys, wh)
     for table in model.tables():
@@ -146,8 +193,19 @@ def test_canal_seed_values_are_exact_and_conformance_file_gives_the_stated_mirro
             assert digits in blob
 
     wh2 = tmp_path / "wh2"
-    main(["replay", "--format", "oms_canal", "--input", str(CONFORMANCE / "flink" / "canal-data.txt"),
-          "--warehouse", str(wh2), "--key", "inventory.products=id"])
+    main(
+        [
+            "replay",
+            "--format",
+            "oms_canal",
+            "--input",
+            str(CONFORMANCE / "flink" / "canal-data.txt"),
+            "--warehouse",
+            str(wh2),
+            "--key",
+            "inventory.products=id",
+        ]
+    )
     capsys.readouterr()
     products = _export(capsys, wh2)
     [rows] = products.values()
@@ -172,8 +230,13 @@ def test_a_stage_killed_mid_run_resumes_without_duplicates_or_holes(spark, tmp_p
     conf_path.write_text(yaml.safe_dump(conf))
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", "--conf", str(conf_path), "--once"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "run", "--conf", str(conf_path), "--once"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     gold_log = work / "warehouse" / "gold"
     deadline = time.time() + 300
     try:

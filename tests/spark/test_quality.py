@@ -3,6 +3,7 @@
 Every built-in CDC check is run once on clean data (must pass: no false alarms) and once
 with a fault injected on purpose (must catch exactly that fault).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -26,17 +27,34 @@ from pipelines.testing.dq_assets import fetch_assets
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = "shop.orders"
 COLUMNS = {"id": "bigint", "amount": "decimal(12,2)", "status": "varchar(16)", "email": "varchar(64)"}
-CHANGES_DDL = ("op STRING, key_columns ARRAY<STRING>, before MAP<STRING, STRING>, after MAP<STRING, STRING>, "
-               "changed ARRAY<STRING>, seq STRING, queue_pos STRING, change_index INT, bronze_position STRING, "
-               "source STRING")
+CHANGES_DDL = (
+    "op STRING, key_columns ARRAY<STRING>, before MAP<STRING, STRING>, after MAP<STRING, STRING>, "
+    "changed ARRAY<STRING>, seq STRING, queue_pos STRING, change_index INT, bronze_position STRING, "
+    "source STRING"
+)
 
-RULES = parse_expectations([
-    {"name": "amount_positive", "expect": "between", "column": "amount", "min": 0, "max": 1000000, "action": "drop"},
-    {"name": "status_known", "expect": "in_set", "column": "status", "values": ["NEW", "PAID", "SHIPPED"],
-     "action": "warn"},
-    {"name": "email_shape", "expect": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$", "action": "warn"},
-    {"name": "id_present", "expect": "not_null", "column": "id", "action": "warn"},
-], "tables.shop.orders.expectations")
+RULES = parse_expectations(
+    [
+        {
+            "name": "amount_positive",
+            "expect": "between",
+            "column": "amount",
+            "min": 0,
+            "max": 1000000,
+            "action": "drop",
+        },
+        {
+            "name": "status_known",
+            "expect": "in_set",
+            "column": "status",
+            "values": ["NEW", "PAID", "SHIPPED"],
+            "action": "warn",
+        },
+        {"name": "email_shape", "expect": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$", "action": "warn"},
+        {"name": "id_present", "expect": "not_null", "column": "id", "action": "warn"},
+    ],
+    "tables.shop.orders.expectations",
+)
 
 
 def seq(n: int) -> str:
@@ -59,15 +77,24 @@ def by_name(rows):
 
 
 def test_drop_quarantines_exactly_the_offending_changes_and_warn_records(spark):
-    changes = spark.createDataFrame([
-        change("INSERT", "p0", 0, 1, row(1, "10.00", "NEW", "a@x.io")),
-        change("INSERT", "p1", 0, 2, row(2, "-5.00", "PAID", "b@x.io")),         # drop: amount < 0
-        change("INSERT", "p1", 1, 3, row(3, "2000000.00", "LOST", "c@x.io")),    # drop + warn status
-        change("UPDATE", "p2", 0, 4, row(1, "11.00", "PAID", "not-an-email"),    # warn email
-               before=row(1, "10.00", "NEW", "a@x.io")),
-        change("DELETE", "p3", 0, 5, None, before=row(4, "-1.00", "NEW", "d@x.io")),  # DELETE: never dropped
-        change("UPDATE", "p4", 0, 6, {"id": "5", "status": "SHIPPED"}, changed=["status"]),  # partial: no amount
-    ], CHANGES_DDL)
+    changes = spark.createDataFrame(
+        [
+            change("INSERT", "p0", 0, 1, row(1, "10.00", "NEW", "a@x.io")),
+            change("INSERT", "p1", 0, 2, row(2, "-5.00", "PAID", "b@x.io")),  # drop: amount < 0
+            change("INSERT", "p1", 1, 3, row(3, "2000000.00", "LOST", "c@x.io")),  # drop + warn status
+            change(
+                "UPDATE",
+                "p2",
+                0,
+                4,
+                row(1, "11.00", "PAID", "not-an-email"),  # warn email
+                before=row(1, "10.00", "NEW", "a@x.io"),
+            ),
+            change("DELETE", "p3", 0, 5, None, before=row(4, "-1.00", "NEW", "d@x.io")),  # DELETE: never dropped
+            change("UPDATE", "p4", 0, 6, {"id": "5", "status": "SHIPPED"}, changed=["status"]),  # partial: no amount
+        ],
+        CHANGES_DDL,
+    )
     typed = typed_changes(changes, COLUMNS)
     bq = check_batch(spark, TABLE, typed, RULES, "run1", 7)
 
@@ -88,10 +115,16 @@ def test_drop_quarantines_exactly_the_offending_changes_and_warn_records(spark):
 
     keep, bad = bq.split(changes)
     assert sorted((r.bronze_position, r.change_index) for r in keep.collect()) == [
-        ("p0", 0), ("p2", 0), ("p3", 0), ("p4", 0)]
+        ("p0", 0),
+        ("p2", 0),
+        ("p3", 0),
+        ("p4", 0),
+    ]
     quarantined = quarantine_frame(bad.withColumn("stage", quality_lit("gold"))).collect()
     assert {(r.rule, r.bad_value, r.bronze_position) for r in quarantined} == {
-        ("amount_positive", "-5.00", "p1"), ("amount_positive", "2000000.00", "p1")}
+        ("amount_positive", "-5.00", "p1"),
+        ("amount_positive", "2000000.00", "p1"),
+    }
     assert all("amount_positive" in r.reason for r in quarantined)
     assert bq.validation is not None and bq.validation.success is False  # the GE suite result
 
@@ -106,7 +139,8 @@ def test_fail_raises_naming_table_rule_and_five_examples(spark):
     rules = parse_expectations([{"name": "id_present", "expect": "not_null", "column": "id", "action": "fail"}], "t")
     typed = spark.createDataFrame(
         [(None if i % 2 else i, "INSERT", f"pos{i}", 0) for i in range(16)],
-        "id BIGINT, op STRING, bronze_position STRING, change_index INT")
+        "id BIGINT, op STRING, bronze_position STRING, change_index INT",
+    )
     with pytest.raises(QualityFailure) as info:
         check_batch(spark, TABLE, typed, rules, "run1", 3)
     msg = str(info.value)
@@ -117,11 +151,14 @@ def test_fail_raises_naming_table_rule_and_five_examples(spark):
 
 def test_mirror_rules_unique_and_row_count(spark):
     mirror = spark.createDataFrame([(1, "a"), (2, "a"), (3, "b")], "id BIGINT, status STRING")
-    warn = parse_expectations([
-        {"name": "status_unique", "expect": "unique", "column": "status", "action": "warn"},
-        {"name": "pair_unique", "expect": "unique", "columns": ["id", "status"], "action": "warn"},
-        {"name": "size_ok", "expect": "row_count_between", "min": 1, "max": 10, "action": "fail"},
-    ], "t")
+    warn = parse_expectations(
+        [
+            {"name": "status_unique", "expect": "unique", "column": "status", "action": "warn"},
+            {"name": "pair_unique", "expect": "unique", "columns": ["id", "status"], "action": "warn"},
+            {"name": "size_ok", "expect": "row_count_between", "min": 1, "max": 10, "action": "fail"},
+        ],
+        "t",
+    )
     res = by_name(check_mirror(spark, TABLE, mirror, warn, "run1", 1, key_cols=["id"]))
     assert res["status_unique"]["success"] is False and res["status_unique"]["unexpected_count"] == 2
     assert res["pair_unique"]["success"] is True
@@ -133,7 +170,7 @@ def test_mirror_rules_unique_and_row_count(spark):
 
 # ---------------------------------------------------------------- built-in CDC checks
 
-MIRROR_DDL = ("id BIGINT, amount DECIMAL(12,2), status STRING, _seq STRING, _source STRING, _event_time TIMESTAMP")
+MIRROR_DDL = "id BIGINT, amount DECIMAL(12,2), status STRING, _seq STRING, _source STRING, _event_time TIMESTAMP"
 MCOLS = {"id": "bigint", "amount": "decimal(12,2)", "status": "varchar(16)"}
 
 
@@ -154,41 +191,89 @@ def _dec(v):
 @pytest.fixture(scope="module")
 def cdc_case(spark):
     """A full load of 3 rows, then a batch with one UPDATE and one DELETE."""
-    snapshot = spark.createDataFrame([
-        change("SNAPSHOT", "s0", 0, 1, {"id": "1", "amount": "10.00", "status": "NEW"}),
-        change("SNAPSHOT", "s0", 1, 1, {"id": "2", "amount": "20.50", "status": "PAID"}),
-        change("SNAPSHOT", "s0", 2, 1, {"id": "3", "amount": "30", "status": "NEW"}),
-    ], CHANGES_DDL)
-    before = _mirror(spark, [(1, _dec("10.00"), "NEW", seq(1), "src", _t(0.2)),
-                             (2, _dec("20.50"), "PAID", seq(1), "src", _t(0.2)),
-                             (3, _dec("30.00"), "NEW", seq(1), "src", _t(0.2))])
-    batch = spark.createDataFrame([
-        change("UPDATE", "b0", 0, 5, {"id": "1", "amount": "11.00", "status": "PAID"},
-               before={"id": "1", "amount": "10.00", "status": "NEW"}),
-        change("DELETE", "b1", 0, 6, None, before={"id": "3", "amount": "30.00", "status": "NEW"}),
-    ], CHANGES_DDL)
-    after = _mirror(spark, [(1, _dec("11.00"), "PAID", seq(5), "src", _t(0.1)),
-                            (2, _dec("20.50"), "PAID", seq(1), "src", _t(0.2))])
+    snapshot = spark.createDataFrame(
+        [
+            change("SNAPSHOT", "s0", 0, 1, {"id": "1", "amount": "10.00", "status": "NEW"}),
+            change("SNAPSHOT", "s0", 1, 1, {"id": "2", "amount": "20.50", "status": "PAID"}),
+            change("SNAPSHOT", "s0", 2, 1, {"id": "3", "amount": "30", "status": "NEW"}),
+        ],
+        CHANGES_DDL,
+    )
+    before = _mirror(
+        spark,
+        [
+            (1, _dec("10.00"), "NEW", seq(1), "src", _t(0.2)),
+            (2, _dec("20.50"), "PAID", seq(1), "src", _t(0.2)),
+            (3, _dec("30.00"), "NEW", seq(1), "src", _t(0.2)),
+        ],
+    )
+    batch = spark.createDataFrame(
+        [
+            change(
+                "UPDATE",
+                "b0",
+                0,
+                5,
+                {"id": "1", "amount": "11.00", "status": "PAID"},
+                before={"id": "1", "amount": "10.00", "status": "NEW"},
+            ),
+            change("DELETE", "b1", 0, 6, None, before={"id": "3", "amount": "30.00", "status": "NEW"}),
+        ],
+        CHANGES_DDL,
+    )
+    after = _mirror(
+        spark, [(1, _dec("11.00"), "PAID", seq(5), "src", _t(0.1)), (2, _dec("20.50"), "PAID", seq(1), "src", _t(0.2))]
+    )
     return {"snapshot": snapshot, "before": before, "batch": batch, "after": after}
 
 
 def test_cdc_checks_pass_on_clean_data(spark, cdc_case):
-    rows = cdc_checks(spark, TABLE, cdc_case["after"], ["id"], cdc_case["batch"], run_id="r", batch_id=2,
-                              mirror_before_df=cdc_case["before"], columns=MCOLS)
+    rows = cdc_checks(
+        spark,
+        TABLE,
+        cdc_case["after"],
+        ["id"],
+        cdc_case["batch"],
+        run_id="r",
+        batch_id=2,
+        mirror_before_df=cdc_case["before"],
+        columns=MCOLS,
+    )
     res = by_name(rows)
-    assert set(res) == {"cdc_key_not_null", "cdc_key_unique", "cdc_seq_not_backwards", "cdc_source_drift",
-                        "cdc_freshness"}
+    assert set(res) == {
+        "cdc_key_not_null",
+        "cdc_key_unique",
+        "cdc_seq_not_backwards",
+        "cdc_source_drift",
+        "cdc_freshness",
+    }
     assert all(r["success"] for r in rows), rows
     assert res["cdc_source_drift"]["element_count"] == 2
     # reconciliation right after the full load: the mirror is exactly the snapshot ("30" == 30.00)
-    rec = by_name(cdc_checks(spark, TABLE, cdc_case["before"], ["id"], snapshot_df=cdc_case["snapshot"],
-                                     columns=MCOLS, checks=("reconcile",)))
+    rec = by_name(
+        cdc_checks(
+            spark,
+            TABLE,
+            cdc_case["before"],
+            ["id"],
+            snapshot_df=cdc_case["snapshot"],
+            columns=MCOLS,
+            checks=("reconcile",),
+        )
+    )
     assert rec["cdc_reconcile_count"]["success"] and rec["cdc_reconcile_checksum"]["success"], rec
 
 
 def test_cdc_key_null_and_duplicate_are_caught(spark):
-    bad = _mirror(spark, [(1, None, "NEW", seq(1), "src", _t(0)), (None, None, "NEW", seq(1), "src", _t(0)),
-                          (2, None, "NEW", seq(1), "src", _t(0)), (2, None, "PAID", seq(2), "src", _t(0))])
+    bad = _mirror(
+        spark,
+        [
+            (1, None, "NEW", seq(1), "src", _t(0)),
+            (None, None, "NEW", seq(1), "src", _t(0)),
+            (2, None, "NEW", seq(1), "src", _t(0)),
+            (2, None, "PAID", seq(2), "src", _t(0)),
+        ],
+    )
     res = by_name(cdc_checks(spark, TABLE, bad, ["id"], checks=("key_not_null", "key_unique")))
     assert res["cdc_key_not_null"]["success"] is False and res["cdc_key_not_null"]["unexpected_count"] == 1
     assert res["cdc_key_unique"]["success"] is False and res["cdc_key_unique"]["unexpected_count"] == 2
@@ -197,19 +282,36 @@ def test_cdc_key_null_and_duplicate_are_caught(spark):
 
 
 def test_cdc_sequence_backwards_and_source_drift_are_caught(spark, cdc_case):
-    batch = spark.createDataFrame([
-        # arrives with a sequence older than what the mirror holds for id 2
-        change("UPDATE", "b0", 0, 0, {"id": "2", "amount": "1.00", "status": "NEW"}),
-        # before-image says amount 99.00, the mirror holds 10.00: drift
-        change("UPDATE", "b1", 0, 7, {"id": "1", "amount": "11.00", "status": "PAID"},
-               before={"id": "1", "amount": "99.00", "status": "NEW"}),
-        # DELETE of a row the mirror never had: drift (row missing)
-        change("DELETE", "b2", 0, 8, None, before={"id": "42", "amount": "1.00", "status": "NEW"}),
-        # matches: not drift
-        change("DELETE", "b3", 0, 9, None, before={"id": "3", "amount": "30.00"}),
-    ], CHANGES_DDL)
-    rows = cdc_checks(spark, TABLE, cdc_case["after"], ["id"], batch, mirror_before_df=cdc_case["before"],
-                              columns=MCOLS, checks=("seq_not_backwards", "source_drift"))
+    batch = spark.createDataFrame(
+        [
+            # arrives with a sequence older than what the mirror holds for id 2
+            change("UPDATE", "b0", 0, 0, {"id": "2", "amount": "1.00", "status": "NEW"}),
+            # before-image says amount 99.00, the mirror holds 10.00: drift
+            change(
+                "UPDATE",
+                "b1",
+                0,
+                7,
+                {"id": "1", "amount": "11.00", "status": "PAID"},
+                before={"id": "1", "amount": "99.00", "status": "NEW"},
+            ),
+            # DELETE of a row the mirror never had: drift (row missing)
+            change("DELETE", "b2", 0, 8, None, before={"id": "42", "amount": "1.00", "status": "NEW"}),
+            # matches: not drift
+            change("DELETE", "b3", 0, 9, None, before={"id": "3", "amount": "30.00"}),
+        ],
+        CHANGES_DDL,
+    )
+    rows = cdc_checks(
+        spark,
+        TABLE,
+        cdc_case["after"],
+        ["id"],
+        batch,
+        mirror_before_df=cdc_case["before"],
+        columns=MCOLS,
+        checks=("seq_not_backwards", "source_drift"),
+    )
     res = by_name(rows)
     assert res["cdc_seq_not_backwards"]["success"] is False and res["cdc_seq_not_backwards"]["unexpected_count"] == 1
     assert res["cdc_source_drift"]["success"] is False and res["cdc_source_drift"]["unexpected_count"] == 2
@@ -217,27 +319,42 @@ def test_cdc_sequence_backwards_and_source_drift_are_caught(spark, cdc_case):
     assert "differs: amount" in res["cdc_source_drift"]["details"]
 
 
-
 @pytest.mark.parametrize("key", ["a`b", "$% ^,& *("])
 def test_odd_column_names_pass_through_typed_changes_and_the_drift_probe(spark, key):
     other = "$% ^,& *(" if key == "a`b" else "a`b"  # each name once as the key, once as a compared column
     cols = {key: "bigint", other: "varchar(16)"}
-    batch = spark.createDataFrame([
-        change("UPDATE", "b0", 0, 5, {key: "1", other: "new"}, before={key: "1", other: "old"}),  # matches
-        change("UPDATE", "b1", 0, 6, {key: "2", other: "x"}, before={key: "2", other: "stale"}),  # mirror: "two"
-        change("DELETE", "b2", 0, 7, None, before={key: "3", other: "three"}),  # matches
-    ], CHANGES_DDL)
+    batch = spark.createDataFrame(
+        [
+            change("UPDATE", "b0", 0, 5, {key: "1", other: "new"}, before={key: "1", other: "old"}),  # matches
+            change("UPDATE", "b1", 0, 6, {key: "2", other: "x"}, before={key: "2", other: "stale"}),  # mirror: "two"
+            change("DELETE", "b2", 0, 7, None, before={key: "3", other: "three"}),  # matches
+        ],
+        CHANGES_DDL,
+    )
     typed = typed_changes(batch, cols)
     assert typed.columns[:2] == [key, other]
     assert sorted((r[key], r[other]) for r in typed.collect()) == [(1, "new"), (2, "x"), (3, "three")]
 
-    before = spark.createDataFrame([(1, "old", seq(1)), (2, "two", seq(1)), (3, "three", seq(1))],
-                                   f"{q(key)} BIGINT, {q(other)} STRING, _seq STRING")
-    res = by_name(cdc_checks(spark, TABLE, before, [key], batch, mirror_before_df=before, columns=cols,
-                             checks=("seq_not_backwards", "source_drift")))
+    before = spark.createDataFrame(
+        [(1, "old", seq(1)), (2, "two", seq(1)), (3, "three", seq(1))],
+        f"{q(key)} BIGINT, {q(other)} STRING, _seq STRING",
+    )
+    res = by_name(
+        cdc_checks(
+            spark,
+            TABLE,
+            before,
+            [key],
+            batch,
+            mirror_before_df=before,
+            columns=cols,
+            checks=("seq_not_backwards", "source_drift"),
+        )
+    )
     assert res["cdc_seq_not_backwards"]["success"] is True
     assert res["cdc_source_drift"]["success"] is False and res["cdc_source_drift"]["unexpected_count"] == 1
     assert "b1" in res["cdc_source_drift"]["details"] and f"differs: {other}" in res["cdc_source_drift"]["details"]
+
 
 def test_cdc_freshness_is_caught_with_per_source_threshold(spark):
     stale = _mirror(spark, [(1, None, "NEW", seq(1), "slow_src", _t(3)), (2, None, "NEW", seq(1), "fast_src", _t(0.1))])
@@ -249,8 +366,9 @@ def test_cdc_freshness_is_caught_with_per_source_threshold(spark):
     ok = cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",), heartbeats_df=hb)
     assert ok[0]["success"] is True
     # or a per-source threshold (configurable) allows the slow one 4 hours
-    ok2 = cdc_checks(spark, TABLE, stale, ["id"], checks=("freshness",),
-                             freshness_threshold={"slow_src": "4 hours", "*": "1 hour"})
+    ok2 = cdc_checks(
+        spark, TABLE, stale, ["id"], checks=("freshness",), freshness_threshold={"slow_src": "4 hours", "*": "1 hour"}
+    )
     assert ok2[0]["success"] is True
 
 
@@ -260,13 +378,23 @@ def quality_heartbeats(spark, source, when):
 
 def test_cdc_reconciliation_catches_lost_and_changed_rows(spark, cdc_case):
     lost = cdc_case["before"].where("id != 3")
-    changed = cdc_case["before"].selectExpr("id", "CASE WHEN id = 2 THEN CAST(20.51 AS DECIMAL(12,2)) ELSE amount END "
-                                            "AS amount", "status", "_seq", "_source", "_event_time")
-    r1 = by_name(cdc_checks(spark, TABLE, lost, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS,
-                                    checks=("reconcile",)))
+    changed = cdc_case["before"].selectExpr(
+        "id",
+        "CASE WHEN id = 2 THEN CAST(20.51 AS DECIMAL(12,2)) ELSE amount END AS amount",
+        "status",
+        "_seq",
+        "_source",
+        "_event_time",
+    )
+    r1 = by_name(
+        cdc_checks(spark, TABLE, lost, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS, checks=("reconcile",))
+    )
     assert r1["cdc_reconcile_count"]["success"] is False and r1["cdc_reconcile_checksum"]["success"] is False
-    r2 = by_name(cdc_checks(spark, TABLE, changed, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS,
-                                    checks=("reconcile",)))
+    r2 = by_name(
+        cdc_checks(
+            spark, TABLE, changed, ["id"], snapshot_df=cdc_case["snapshot"], columns=MCOLS, checks=("reconcile",)
+        )
+    )
     assert r2["cdc_reconcile_count"]["success"] is True and r2["cdc_reconcile_checksum"]["success"] is False
 
 
@@ -278,10 +406,36 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
     rows = []
     for b in range(3):
         for tbl, ok in ((TABLE, b != 1), ("shop.users", True)):
-            rows.append(result_row("run9", b, tbl, "amount_positive", "expect_column_values_to_be_between", "drop",
-                                   ok, 10, 0 if ok else 3, None, now + dt.timedelta(minutes=b)))
-            rows.append(result_row("run9", b, tbl, "cdc_key_unique", "expect_column_values_to_be_unique", "warn",
-                                   True, 10, 0, None, now + dt.timedelta(minutes=b)))
+            rows.append(
+                result_row(
+                    "run9",
+                    b,
+                    tbl,
+                    "amount_positive",
+                    "expect_column_values_to_be_between",
+                    "drop",
+                    ok,
+                    10,
+                    0 if ok else 3,
+                    None,
+                    now + dt.timedelta(minutes=b),
+                )
+            )
+            rows.append(
+                result_row(
+                    "run9",
+                    b,
+                    tbl,
+                    "cdc_key_unique",
+                    "expect_column_values_to_be_unique",
+                    "warn",
+                    True,
+                    10,
+                    0,
+                    None,
+                    now + dt.timedelta(minutes=b),
+                )
+            )
     assert write_results(spark, str(warehouse), rows) == 12
     assert write_results(spark, str(warehouse), rows[:2], app_id="a", version=1) == 2
     write_results(spark, str(warehouse), rows[:2], app_id="a", version=1)  # a retry: written once
@@ -302,8 +456,10 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
     shutil.copy(png, ROOT / "build" / "dq_chart.png")
 
     # Data Docs from real validations of this process (run one more here so the test stands alone)
-    typed = spark.createDataFrame([(1, "NEW", "p0", 0, "INSERT"), (None, "X", "p1", 0, "INSERT")],
-                                  "id BIGINT, status STRING, bronze_position STRING, change_index INT, op STRING")
+    typed = spark.createDataFrame(
+        [(1, "NEW", "p0", 0, "INSERT"), (None, "X", "p1", 0, "INSERT")],
+        "id BIGINT, status STRING, bronze_position STRING, change_index INT, op STRING",
+    )
     bq = check_batch(spark, TABLE, typed, RULES[1:], "run9", 4)
     fetch_assets()  # GE links its CSS/JS from CDNs: with the asset cache filled the site serves local copies
     index = build_data_docs([bq], warehouse=str(warehouse))
@@ -314,8 +470,14 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
     page = "".join(p.read_text() for p in pages)
     assert "values must belong to this set" in page and "run9-b4" in page
     # a later build keeps the earlier results (file-backed store under dq/gx) and adds this process's
-    check_mirror(spark, TABLE, typed, parse_expectations(
-        [{"name": "few", "expect": "row_count_between", "max": 10}], "t"), "run9", 5)
+    check_mirror(
+        spark,
+        TABLE,
+        typed,
+        parse_expectations([{"name": "few", "expect": "row_count_between", "max": 10}], "t"),
+        "run9",
+        5,
+    )
     build_data_docs(None, warehouse=str(warehouse))
     assert all(p.exists() for p in pages)
     assert len(list((warehouse / "dq" / "data_docs" / "validations").rglob("*.html"))) > len(pages)
@@ -325,22 +487,57 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
 
     def screenshot(html: Path, png: Path) -> None:
-        subprocess.run([str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                        "--disable-sync", f"--user-data-dir={tmp_path / 'chrome'}", f"--screenshot={png}",
-                        "--window-size=1280,900", f"file://{html}"], check=True, timeout=120, capture_output=True)
+        subprocess.run(
+            [
+                str(chromium),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp_path / 'chrome'}",
+                f"--screenshot={png}",
+                "--window-size=1280,900",
+                f"file://{html}",
+            ],
+            check=True,
+            timeout=120,
+            capture_output=True,
+        )
         assert png.exists() and png.stat().st_size > 10000
 
     # The index's result list is drawn by bootstrap-table in the browser, from assets vendored into
     # the site (no CDN needed): the DOM after its scripts ran must link every validation page.
     assert "https://unpkg.com" not in html and "static/vendor/" in Path(index).read_text()
-    dom = subprocess.run([str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                          "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                          "--disable-sync", f"--user-data-dir={tmp_path / 'chrome-dom'}", "--virtual-time-budget=5000",
-                          "--dump-dom", f"file://{index}"], check=True, timeout=120, capture_output=True, text=True).stdout
+    dom = subprocess.run(
+        [
+            str(chromium),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'chrome-dom'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            f"file://{index}",
+        ],
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    ).stdout
     rendered = set(re.findall(r'validations/[^"]+?\.html', dom))
-    on_disk = {str(p.relative_to(warehouse / "dq" / "data_docs")) for p in
-               (warehouse / "dq" / "data_docs" / "validations").rglob("*.html")}
+    on_disk = {
+        str(p.relative_to(warehouse / "dq" / "data_docs"))
+        for p in (warehouse / "dq" / "data_docs" / "validations").rglob("*.html")
+    }
     assert rendered == on_disk and len(rendered) >= 2
     screenshot(Path(index), tmp_path / "docs.png")
     shutil.copy(tmp_path / "docs.png", ROOT / "build" / "dq_screenshot.png")

@@ -1,4 +1,5 @@
 """Hypothesis strategies shared by the OMS/SharePlex/DataWorks decoder round-trip tests."""
+
 from __future__ import annotations
 
 import base64
@@ -24,7 +25,8 @@ VALUES = {
     "bigint": st.integers(-(2**63), 2**63 - 1).map(str),
     "bigint unsigned": st.integers(0, 2**64 - 1).map(str) | st.just("10223372036854775806"),
     "decimal(65,30)": st.tuples(st.integers(-(10**40), 10**40), st.integers(0, 30)).map(
-        lambda t: format(Decimal(t[0]).scaleb(-t[1]), "f")),
+        lambda t: format(Decimal(t[0]).scaleb(-t[1]), "f")
+    ),
     "double": st.sampled_from(["1.5", "-0.25", "1e+300", "0", "9.999999999999999"]),
     "boolean": st.sampled_from(["true", "false"]),
     "blob": st.binary(max_size=24).map(lambda b: base64.b64encode(b).decode()),
@@ -32,7 +34,8 @@ VALUES = {
     "datetime": _DT.map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S") + _frac(d.microsecond)),
     "timestamp": _DT.map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S") + _frac(d.microsecond) + "Z"),
     "time": st.tuples(st.integers(0, 838), st.integers(0, 59), st.integers(0, 59), st.integers(0, 999999)).map(
-        lambda t: f"{t[0]:02d}:{t[1]:02d}:{t[2]:02d}" + _frac(t[3])),
+        lambda t: f"{t[0]:02d}:{t[1]:02d}:{t[2]:02d}" + _frac(t[3])
+    ),
     "varchar(64)": TEXT,
 }
 COL_TYPES = {"id": "bigint", **{f"c_{i}": t for i, t in enumerate(VALUES)}}

@@ -4,6 +4,7 @@ Truncated JSON, a non-JSON line, an array or scalar where an object belongs, a m
 table name, an unknown op, nesting 10,000 levels deep, a message over the size limit,
 and invalid UTF-8. Avro formats get the byte-level equivalents.
 """
+
 from __future__ import annotations
 
 import json

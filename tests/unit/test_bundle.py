@@ -11,15 +11,16 @@ tasks that form a chain, timeouts, and wheel tasks whose arguments the ``lakecdc
 Also here: the wheel's entry point fails loudly (SystemExit with the status), because a Databricks wheel task
 ignores a returned status and would show a failed stage as a successful run.
 """
+
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,8 +94,9 @@ def test_targets_dev_and_a_production_target_with_one_copy_and_an_identity(bundl
         assert permission["level"] in ("CAN_VIEW", "CAN_RUN", "CAN_MANAGE"), permission
 
 
-def test_every_referenced_file_exists(bundle: dict, included: dict[Path, dict],
-                                      jobs: dict[str, tuple[Path, dict]]) -> None:
+def test_every_referenced_file_exists(
+    bundle: dict, included: dict[Path, dict], jobs: dict[str, tuple[Path, dict]]
+) -> None:
     from pipelines.config import load_config
 
     for pattern in bundle["include"]:
@@ -128,7 +130,7 @@ def test_every_variable_is_used_and_has_a_value_in_every_target(bundle: dict, in
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for target_name, target in bundle["targets"].items():
         values = {name: spec.get("default") for name, spec in declared.items()}
-        values.update((target.get("variables") or {}))
+        values.update(target.get("variables") or {})
         for name, value in values.items():
             if value is None:  # required: the user gives it, and README says how
                 assert "required" in declared[name]["description"].lower(), f"{target_name}: {name} has no value"
@@ -152,22 +154,26 @@ def test_tasks_chain_and_every_job_is_bounded(jobs: dict[str, tuple[Path, dict]]
         assert spec.get("email_notifications", {}).get("on_failure"), f"{name}: nobody hears of a failure"
         for cluster in clusters.values():
             assert cluster["node_type_id"].startswith("${var."), "the node type is per cloud: a variable"
-            assert cluster.get("data_security_mode") in ("SINGLE_USER", "USER_ISOLATION",
-                                                         "DATA_SECURITY_MODE_DEDICATED",
-                                                         "DATA_SECURITY_MODE_STANDARD"), "no Unity Catalog"
+            assert cluster.get("data_security_mode") in (
+                "SINGLE_USER",
+                "USER_ISOLATION",
+                "DATA_SECURITY_MODE_DEDICATED",
+                "DATA_SECURITY_MODE_STANDARD",
+            ), "no Unity Catalog"
         defined = {parameter["name"]: parameter["default"] for parameter in spec.get("parameters", [])}
         used = set(JOB_PARAM_RE.findall(yaml.safe_dump(spec)))
         assert used <= set(defined), f"{name}: undefined job parameters {used - set(defined)}"
         assert {"conf", "catalog", "schema", "checkpoints"} <= set(defined), defined
 
 
-def test_wheel_tasks_run_the_lakecdc_cli_with_arguments_it_accepts(jobs: dict[str, tuple[Path, dict]],
-                                                                    pyproject: dict) -> None:
+def test_wheel_tasks_run_the_lakecdc_cli_with_arguments_it_accepts(
+    jobs: dict[str, tuple[Path, dict]], pyproject: dict
+) -> None:
     from pipelines.cli import build_parser, cmd_run
 
     scripts = pyproject["project"]["scripts"]
     stages = []
-    for name, (_path, spec) in jobs.items():
+    for _name, (_path, spec) in jobs.items():
         defaults = {parameter["name"]: parameter["default"] for parameter in spec.get("parameters", [])}
         for task in spec["tasks"]:
             wheel_task = task.get("python_wheel_task")
@@ -175,15 +181,18 @@ def test_wheel_tasks_run_the_lakecdc_cli_with_arguments_it_accepts(jobs: dict[st
                 continue
             assert wheel_task["package_name"] == pyproject["project"]["name"]
             assert wheel_task["entry_point"] in scripts, f"{wheel_task['entry_point']} is no [project.scripts] entry"
-            argv = [JOB_PARAM_RE.sub(lambda m: defaults[m.group(1)], str(arg)) for arg in wheel_task["parameters"]]
+            argv = [JOB_PARAM_RE.sub(lambda m, d=defaults: d[m.group(1)], str(arg)) for arg in wheel_task["parameters"]]
             args = build_parser().parse_args(argv)
             assert args.func is cmd_run and args.once, argv
             assert (args.catalog, args.schema) == (defaults["catalog"], defaults["schema"])
             assert args.checkpoints == defaults["checkpoints"]
             stages.append(args.stage)
             quality = [lib["pypi"]["package"] for lib in task.get("libraries", []) if "pypi" in lib]
-            wanted = [req.replace("[spark]", "") for req in pyproject["project"]["optional-dependencies"]["quality"]
-                      if req.startswith("great-expectations")]
+            wanted = [
+                req.replace("[spark]", "")
+                for req in pyproject["project"]["optional-dependencies"]["quality"]
+                if req.startswith("great-expectations")
+            ]
             assert quality == wanted, "gold needs Great Expectations on the cluster, at the wheel's version"
     assert stages == ["bronze", "silver", "gold"]
 
@@ -199,10 +208,20 @@ def test_the_entry_point_raises_on_failure(pyproject: dict, tmp_path: Path, caps
     assert "cannot read configuration" in capsys.readouterr().err
     assert console_main(["formats"]) is None  # success returns: a wheel task that ends normally is green
 
-    wheel_task = subprocess.run([sys.executable, "-c", "from pipelines.cli import console_main; console_main()",
-                                 "run", "--conf", missing], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    wheel_task = subprocess.run(
+        [sys.executable, "-c", "from pipelines.cli import console_main; console_main()", "run", "--conf", missing],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert wheel_task.returncode == 2, wheel_task.stderr
     assert wheel_task.stderr.startswith("lakecdc: error: cannot read configuration"), wheel_task.stderr
-    submitted = subprocess.run([sys.executable, str(ROOT / "jobs" / "run_stage.py"), "--conf", missing],
-                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    submitted = subprocess.run(
+        [sys.executable, str(ROOT / "jobs" / "run_stage.py"), "--conf", missing],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert submitted.returncode == 2, submitted.stderr

@@ -1,4 +1,5 @@
 """Format "auto": the sniffing table, delegation, and rejects."""
+
 from __future__ import annotations
 
 import importlib
@@ -23,12 +24,19 @@ SHAPES = [
     ({"meta": {"op": "ins", "table": "a.b"}, "data": {}}, "oms_shareplex"),
     ({"meta": {"op": "ins", "userid": 84}, "data": {}}, "dts_shareplex"),
     ({"id": 1, "op": "INSERT", "db": "d", "coll": "c", "value": "{}"}, "drs_mongo"),
-    ({"schema": {"dataColumn": None, "primaryKey": None, "source": None},
-      "payload": {"op": "MHEARTBEAT", "timestamp": {}}}, "dataworks_kafka"),
+    (
+        {
+            "schema": {"dataColumn": None, "primaryKey": None, "source": None},
+            "payload": {"op": "MHEARTBEAT", "timestamp": {}},
+        },
+        "dataworks_kafka",
+    ),
     ({"payload": {"op": "INSERT", "sequenceId": "1", "after": {"dataColumn": {}}}}, "dataworks_kafka"),
     ({"version": "2.0", "payload": {"op": "HEARTBEAT", "timestamp": {}}}, "oms_dataworks"),
-    ({"schema": {"column": [], "pk": [], "source": {}}, "payload": {"op": "INSERT", "after": {"data": {}}}},
-     "oms_dataworks"),
+    (
+        {"schema": {"column": [], "pk": [], "source": {}}, "payload": {"op": "INSERT", "after": {"data": {}}}},
+        "oms_dataworks",
+    ),
     ({"schema": {"type": "struct", "fields": []}, "payload": {"op": "c", "source": {}, "after": {}}}, "oms_debezium"),
     ({"payload": {"op": "HEARTBEAT", "source": {}, "ts_ms": 1}}, "oms_debezium"),
     ({"op": "u", "source": {}, "before": {}, "after": {}, "ts_ms": 1}, "oms_debezium_flatten"),
@@ -37,11 +45,31 @@ SHAPES = [
     ({"database": "d", "table": "t", "type": "table-create", "def": {}}, "maxwell"),
     ({"jobId": "j", "database": "d", "table": "t", "type": "INIT", "id": 1, "isDdl": False}, "drs_json"),
     ({"database": "d", "table": "t", "type": "INIT_DDL", "id": 0, "isDdl": True}, "drs_json"),
-    ({"database": "d", "table": "t", "type": "UPDATE", "id": 5, "isDdl": False, "mysqlType": {"c5": "timestamp"},
-      "data": [{"c5": "1624614713.201"}]}, "drs_json"),
+    (
+        {
+            "database": "d",
+            "table": "t",
+            "type": "UPDATE",
+            "id": 5,
+            "isDdl": False,
+            "mysqlType": {"c5": "timestamp"},
+            "data": [{"c5": "1624614713.201"}],
+        },
+        "drs_json",
+    ),
     ({"database": "d", "table": "t", "type": "INSERT", "isDdl": False, "data": [], "es": 1, "ts": 1}, "oms_canal"),
-    ({"database": "d", "table": "t", "type": "INSERT", "id": 5, "isDdl": False, "data": [],
-      "mysqlType": {"c5": "timestamp"}}, "dts_canal"),
+    (
+        {
+            "database": "d",
+            "table": "t",
+            "type": "INSERT",
+            "id": 5,
+            "isDdl": False,
+            "data": [],
+            "mysqlType": {"c5": "timestamp"},
+        },
+        "dts_canal",
+    ),
     ({"a": "1", "__deleted": "false"}, "oms_debezium_smt"),
 ]
 
@@ -74,8 +102,11 @@ def test_delegates_to_the_recognised_decoder(format_id):
 
 # Fixtures of other formats (written by other helpers) that exist when this runs: each line
 # must be recognised as its own format, or as one it is documented to share a shape with.
-ALTERNATES = {"drs_json_c": {"drs_json", "dts_canal"}, "drs_json": {"drs_json", "dts_canal"},
-              "oms_debezium": {"oms_debezium", "oms_debezium_flatten"}}
+ALTERNATES = {
+    "drs_json_c": {"drs_json", "dts_canal"},
+    "drs_json": {"drs_json", "dts_canal"},
+    "oms_debezium": {"oms_debezium", "oms_debezium_flatten"},
+}
 
 
 @pytest.mark.parametrize("path", sorted(SEEDS.glob("*.jsonl")), ids=lambda p: p.stem)
@@ -88,9 +119,15 @@ def test_fixtures_present_are_recognised(path):
             assert sniff(json.loads(raw)) in ALTERNATES.get(format_id, {format_id})
 
 
-@pytest.mark.parametrize("name, format_id", [
-    ("canal-data.txt", "dts_canal"), ("debezium-data-schema-exclude.txt", "oms_debezium_flatten"),
-    ("maxwell-data.txt", "maxwell"), ("product_changelog.txt", "oms_debezium_flatten")])
+@pytest.mark.parametrize(
+    "name, format_id",
+    [
+        ("canal-data.txt", "dts_canal"),
+        ("debezium-data-schema-exclude.txt", "oms_debezium_flatten"),
+        ("maxwell-data.txt", "maxwell"),
+        ("product_changelog.txt", "oms_debezium_flatten"),
+    ],
+)
 def test_conformance_shapes(name, format_id):
     path = CONFORMANCE / name
     if not path.exists():
@@ -100,8 +137,16 @@ def test_conformance_shapes(name, format_id):
             assert sniff(json.loads(raw)) == format_id
 
 
-BAD = [b'{"payload": {', b"not json at all", b"[1, 2]", b"42", b"\xff\xfe\x00\x01", b"[" * 10000 + b"]" * 10000,
-       b'{"database": "d", "type": 5}', b'{"x": ' * 10000]
+BAD = [
+    b'{"payload": {',
+    b"not json at all",
+    b"[1, 2]",
+    b"42",
+    b"\xff\xfe\x00\x01",
+    b"[" * 10000 + b"]" * 10000,
+    b'{"database": "d", "type": 5}',
+    b'{"x": ' * 10000,
+]
 
 
 @pytest.mark.parametrize("raw", BAD)
@@ -119,6 +164,7 @@ def test_delegate_failure_becomes_reject():
 
 def _auto_mirror(name: str):
     from pipelines.testing.model import MirrorModel
+
     path = CONFORMANCE / name
     if not path.exists():
         pytest.skip("conformance corpus not present")
@@ -143,8 +189,15 @@ def test_conformance_mirror_through_auto_debezium():
     sums: dict[str, float] = {}
     for r in rows:
         sums[r["name"]] = sums.get(r["name"], 0.0) + float(r["weight"])
-    expected = {"scooter": 3.14, "car battery": 8.1, "12-pack drill bits": 0.8, "hammer": 2.625, "rocks": 5.1,
-                "jacket": 0.6, "spare tire": 22.2}
+    expected = {
+        "scooter": 3.14,
+        "car battery": 8.1,
+        "12-pack drill bits": 0.8,
+        "hammer": 2.625,
+        "rocks": 5.1,
+        "jacket": 0.6,
+        "spare tire": 22.2,
+    }
     assert sums.keys() == expected.keys()
     assert all(abs(sums[k] - v) < 1e-5 for k, v in expected.items())
     assert all(rows == [] for rows in _auto_mirror("product_changelog.txt").values())

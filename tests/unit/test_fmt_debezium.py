@@ -1,4 +1,5 @@
 """OMS Debezium family: seed fixtures, conformance files, bad input, round trips."""
+
 from __future__ import annotations
 
 import base64
@@ -7,7 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines.formats import get_decoder
 from pipelines.formats.base import Change, DecodeContext, Reject, TableSpec
@@ -17,8 +19,18 @@ SEEDS = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
 CONF = Path("/work/shared/conformance/flink")
 DBZ, FLAT, SMT = (get_decoder(f) for f in ("oms_debezium", "oms_debezium_flatten", "oms_debezium_smt"))
 # The seed's real MySQL types (seed 000 table): c03 DECIMAL, c04.. BLOBs, c21 TIMESTAMP, c22 DATE, c23 TIME, c24 DATETIME.
-SEED_TYPES = {"c01": "int", "c03": "decimal(10,5)", "c04": "blob", "c19": "varbinary(16)", "c21": "timestamp",
-              "c22": "date", "c23": "time", "c24": "datetime", "c25": "year", "c09": "double"}
+SEED_TYPES = {
+    "c01": "int",
+    "c03": "decimal(10,5)",
+    "c04": "blob",
+    "c19": "varbinary(16)",
+    "c21": "timestamp",
+    "c22": "date",
+    "c23": "time",
+    "c24": "datetime",
+    "c25": "year",
+    "c09": "double",
+}
 TYPED = DecodeContext(tables={"test.table_name": TableSpec(key=("c01",), columns=SEED_TYPES)})
 
 
@@ -32,8 +44,18 @@ def decode_all(decoder, raws, ctx):
 
 def test_seed_schema_payload_examples_untyped():
     ch = decode_all(DBZ, lines("oms_debezium"), DecodeContext())
-    assert [c.op for c in ch] == ["INSERT", "INSERT", "INSERT", "UPDATE", "DELETE", "HEARTBEAT",
-                                 "INSERT", "INSERT", "DELETE", "DELETE"]
+    assert [c.op for c in ch] == [
+        "INSERT",
+        "INSERT",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "HEARTBEAT",
+        "INSERT",
+        "INSERT",
+        "DELETE",
+        "DELETE",
+    ]
     ins = ch[2]
     assert (ins.db, ins.table, ins.key_columns) == ("test", "table_name", ())
     assert ins.seq == (1668491600, 703223)  # pos "703223@1668491600" → (seconds, first part)
@@ -72,7 +94,10 @@ def test_payload_only_types_from_configuration():
 def test_flatten_and_smt_seed_examples():
     ch = decode_all(FLAT, lines("oms_debezium_flatten"), TYPED)
     assert [c.op for c in ch] == ["INSERT", "INSERT", "UPDATE", "DELETE", "HEARTBEAT"]
-    assert ch[2].before["c19"] == base64.b64encode(bytes.fromhex("0690" + "00" * 15)).decode() and ch[2].after["c11"] == "aa"
+    assert (
+        ch[2].before["c19"] == base64.b64encode(bytes.fromhex("0690" + "00" * 15)).decode()
+        and ch[2].after["c11"] == "aa"
+    )
     assert MirrorModel().add_all(ch).rows("test.table_name")[0]["c01"] == "2"
     with pytest.raises(Reject, match="oms_debezium"):
         FLAT.decode(lines("oms_debezium")[1], DecodeContext())
@@ -95,8 +120,15 @@ def test_conformance_schema_exclude(decoder):
     sums = defaultdict(float)
     for r in rows:
         sums[r["name"]] += float(r["weight"])
-    expected = {"scooter": 3.14, "car battery": 8.1, "12-pack drill bits": 0.8, "hammer": 2.625, "rocks": 5.1,
-                "jacket": 0.6, "spare tire": 22.2}
+    expected = {
+        "scooter": 3.14,
+        "car battery": 8.1,
+        "12-pack drill bits": 0.8,
+        "hammer": 2.625,
+        "rocks": 5.1,
+        "jacket": 0.6,
+        "spare tire": 22.2,
+    }
     assert sums.keys() == expected.keys()
     assert all(math.isclose(sums[k], v, rel_tol=1e-6) for k, v in expected.items())
 
@@ -109,14 +141,23 @@ def test_conformance_product_changelog():
     assert MirrorModel().add_all(ch).rows("inventory.products") == []
 
 
-BAD = [b'{"payload": {"op": "c"', b"not json", b"[1,2]", b'"x"', b"null", b"\xff\xfe",
-       b'{"payload": {"op": "c", "source": {"db": "a"}, "after": {"x": 1}}}',
-       b'{"payload": {"op": "zz", "source": {"db": "a", "table": "t"}, "after": {}}}',
-       b"[" * 10000 + b"]" * 10000, b'{"payload": 5}', b'{"op": "c", "source": {"table": "t", "pos": "x@y"}, "after": {}}',
-       b'{"op": "u", "source": {"table": "t"}, "before": null, "after": "x"}',
-       b'{"schema": {"fields": [{"field": "after", "fields": [{"field": "d", "type": "int32", "name": "io.debezium.time.Date"}]}]},'
-       b' "payload": {"op": "c", "source": {"table": "t"}, "after": {"d": "zz"}}}',
-       b'{"__deleted": "maybe"}']
+BAD = [
+    b'{"payload": {"op": "c"',
+    b"not json",
+    b"[1,2]",
+    b'"x"',
+    b"null",
+    b"\xff\xfe",
+    b'{"payload": {"op": "c", "source": {"db": "a"}, "after": {"x": 1}}}',
+    b'{"payload": {"op": "zz", "source": {"db": "a", "table": "t"}, "after": {}}}',
+    b"[" * 10000 + b"]" * 10000,
+    b'{"payload": 5}',
+    b'{"op": "c", "source": {"table": "t", "pos": "x@y"}, "after": {}}',
+    b'{"op": "u", "source": {"table": "t"}, "before": null, "after": "x"}',
+    b'{"schema": {"fields": [{"field": "after", "fields": [{"field": "d", "type": "int32", "name": "io.debezium.time.Date"}]}]},'
+    b' "payload": {"op": "c", "source": {"table": "t"}, "after": {"d": "zz"}}}',
+    b'{"__deleted": "maybe"}',
+]
 
 
 @pytest.mark.parametrize("raw", BAD)
@@ -139,14 +180,27 @@ def test_oversize_rejected():
         DBZ.decode(b" " * 200, DecodeContext(max_message_bytes=100))
 
 
-TYPES = ["int", "bigint", "bigint unsigned", "decimal(38,24)", "double", "varchar(20)", "blob", "date", "time",
-         "datetime", "timestamp", "json", "boolean"]
+TYPES = [
+    "int",
+    "bigint",
+    "bigint unsigned",
+    "decimal(38,24)",
+    "double",
+    "varchar(20)",
+    "blob",
+    "date",
+    "time",
+    "datetime",
+    "timestamp",
+    "json",
+    "boolean",
+]
 
 
 def _value(t):
     return {
-        "int": st.integers(-2**31, 2**31 - 1).map(str),
-        "bigint": st.integers(-2**63, 2**63 - 1).map(str),
+        "int": st.integers(-(2**31), 2**31 - 1).map(str),
+        "bigint": st.integers(-(2**63), 2**63 - 1).map(str),
         "bigint unsigned": st.integers(0, 2**64 - 1).map(str),
         "decimal(38,24)": st.decimals(allow_nan=False, allow_infinity=False, places=24).map(lambda d: format(d, "f")),
         "double": st.floats(allow_nan=False, allow_infinity=False).map(repr),
@@ -155,7 +209,9 @@ def _value(t):
         "date": st.dates(min_value=__import__("datetime").date(1000, 1, 1)).map(lambda d: d.isoformat()),
         "time": st.times().map(lambda t: t.isoformat()),
         "datetime": st.datetimes(min_value=__import__("datetime").datetime(1000, 1, 1)).map(lambda d: d.isoformat()),
-        "timestamp": st.datetimes(min_value=__import__("datetime").datetime(1970, 1, 1)).map(lambda d: d.isoformat() + "Z"),
+        "timestamp": st.datetimes(min_value=__import__("datetime").datetime(1970, 1, 1)).map(
+            lambda d: d.isoformat() + "Z"
+        ),
         "json": st.just('{"a": [1, 2.50]}'),
         "boolean": st.sampled_from(["true", "false"]),
     }[t]
@@ -163,6 +219,7 @@ def _value(t):
 
 def _canon(t, v):
     from pipelines import values as V
+
     return V.canonical(V.family(t), v)
 
 
@@ -174,9 +231,17 @@ def changes(draw):
     op = draw(st.sampled_from(["INSERT", "UPDATE", "DELETE", "SNAPSHOT"]))
     ms = draw(st.integers(1, 2**41))
     from pipelines import values as V
-    ch = Change(op=op, db="d", table="t", key_columns=("c0",), col_types=types,
-                seq=(draw(st.integers(1, 2**31)), draw(st.integers(0, 2**31))),
-                event_time=V.instant_from_epoch(ms, "ms"), detail={"INSERT": "c", "UPDATE": "u", "DELETE": "d", "SNAPSHOT": "r"}[op])
+
+    ch = Change(
+        op=op,
+        db="d",
+        table="t",
+        key_columns=("c0",),
+        col_types=types,
+        seq=(draw(st.integers(1, 2**31)), draw(st.integers(0, 2**31))),
+        event_time=V.instant_from_epoch(ms, "ms"),
+        detail={"INSERT": "c", "UPDATE": "u", "DELETE": "d", "SNAPSHOT": "r"}[op],
+    )
     if op in ("INSERT", "SNAPSHOT"):
         ch.after = row
     elif op == "DELETE":
@@ -199,10 +264,16 @@ def test_round_trip_debezium_and_flatten(change):
 def test_round_trip_smt(change):
     ctx = DecodeContext(default_table="d.t", tables={"d.t": TableSpec(key=("c0",), columns=change.col_types)})
     image = change.before if change.op == "DELETE" else change.after
-    expected = Change(op="DELETE" if change.op == "DELETE" else "UPDATE", db="d", table="t", key_columns=("c0",),
-                      before=image if change.op == "DELETE" else None,
-                      after=None if change.op == "DELETE" else image, col_types=change.col_types,
-                      detail="__deleted=true" if change.op == "DELETE" else "__deleted=false")
+    expected = Change(
+        op="DELETE" if change.op == "DELETE" else "UPDATE",
+        db="d",
+        table="t",
+        key_columns=("c0",),
+        before=image if change.op == "DELETE" else None,
+        after=None if change.op == "DELETE" else image,
+        col_types=change.col_types,
+        detail="__deleted=true" if change.op == "DELETE" else "__deleted=false",
+    )
     assert SMT.decode(SMT.encode(change, ctx), ctx) == [expected]
 
 

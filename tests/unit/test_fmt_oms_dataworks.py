@@ -1,14 +1,15 @@
 """OMS DataWorks 2.0 (seeds 000, 001): fixtures, op list, 13.9-digit times, round trips."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
+from _oms_strategies import COL_TYPES, ms_instants, rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _oms_strategies import COL_TYPES, ms_instants, rows
 from pipelines.formats import get_decoder
 from pipelines.formats.base import Change, DecodeContext, Reject
 from pipelines.testing.model import MirrorModel
@@ -17,19 +18,44 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
 DW = get_decoder("oms_dataworks")
 CTX = DecodeContext()
 TYPES = {
-    "int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "int64", "float32": "float",
-    "float64": "double", "bigInt": "bigint unsigned", "boolean": "boolean", "string": "varchar",
-    "bytes": "blob", "decimal": "decimal", "localDate": "date", "localTime": "time",
-    "localDateTime": "datetime", "timestamp": "timestamp", "zonedDateTime": "zoned_datetime",
-    "intervalDayToSecond": "interval_day_to_second", "intervalYearToMonth": "interval_year_to_month",
+    "int8": "tinyint",
+    "int16": "smallint",
+    "int32": "int",
+    "int64": "int64",
+    "float32": "float",
+    "float64": "double",
+    "bigInt": "bigint unsigned",
+    "boolean": "boolean",
+    "string": "varchar",
+    "bytes": "blob",
+    "decimal": "decimal",
+    "localDate": "date",
+    "localTime": "time",
+    "localDateTime": "datetime",
+    "timestamp": "timestamp",
+    "zonedDateTime": "zoned_datetime",
+    "intervalDayToSecond": "interval_day_to_second",
+    "intervalYearToMonth": "interval_year_to_month",
 }
 AFTER = {
-    "int8": "3", "int16": "129", "int32": "2147483646", "int64": "9223372036854775806",
-    "float32": "1.2222", "float64": "0.0000000000000008125", "bigInt": "10223372036854775806",
-    "boolean": "true", "string": "hello world", "bytes": "aGVsbG8gd29ybGQ=", "decimal": "0.000000000000125",
-    "localDate": "2020-11-25", "localTime": "00:01:02", "localDateTime": "2020-11-25T00:01:02",
-    "timestamp": "2020-11-24T16:01:02.012345Z", "zonedDateTime": "2020-11-25 00:01:02.012345 Asia/Shanghai",
-    "intervalDayToSecond": "INTERVAL '3' DAY", "intervalYearToMonth": "INTERVAL '4' YEAR",
+    "int8": "3",
+    "int16": "129",
+    "int32": "2147483646",
+    "int64": "9223372036854775806",
+    "float32": "1.2222",
+    "float64": "0.0000000000000008125",
+    "bigInt": "10223372036854775806",
+    "boolean": "true",
+    "string": "hello world",
+    "bytes": "aGVsbG8gd29ybGQ=",
+    "decimal": "0.000000000000125",
+    "localDate": "2020-11-25",
+    "localTime": "00:01:02",
+    "localDateTime": "2020-11-25T00:01:02",
+    "timestamp": "2020-11-24T16:01:02.012345Z",
+    "zonedDateTime": "2020-11-25 00:01:02.012345 Asia/Shanghai",
+    "intervalDayToSecond": "INTERVAL '3' DAY",
+    "intervalYearToMonth": "INTERVAL '4' YEAR",
 }
 
 
@@ -39,14 +65,32 @@ def lines() -> list[bytes]:
 
 def test_all_fixture_lines():
     changes = [c for raw in lines() for c in DW.decode(raw, CTX)]
-    assert [c.op for c in changes] == ["INSERT", "UPDATE", "DELETE", "DDL", "INSERT", "UPDATE", "DELETE",
-                                       "HEARTBEAT", "UPDATE"]
+    assert [c.op for c in changes] == [
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "DDL",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "HEARTBEAT",
+        "UPDATE",
+    ]
 
 
 def test_insert_exact():
     [change] = DW.decode(lines()[0], CTX)
-    assert change == Change(op="INSERT", db="db", table="tab", key_columns=("int8", "int16"), after=AFTER,
-                            col_types=TYPES, seq=(), event_time="2022-03-18T05:23:20Z", detail="INSERT")
+    assert change == Change(
+        op="INSERT",
+        db="db",
+        table="tab",
+        key_columns=("int8", "int16"),
+        after=AFTER,
+        col_types=TYPES,
+        seq=(),
+        event_time="2022-03-18T05:23:20Z",
+        detail="INSERT",
+    )
 
 
 def test_update_and_delete():
@@ -60,9 +104,13 @@ def test_update_and_delete():
 def test_ddl():
     [change] = DW.decode(lines()[3], CTX)
     assert change == Change(
-        op="DDL", db="connector_test", table="all_mysql_type_test",
+        op="DDL",
+        db="connector_test",
+        table="all_mysql_type_test",
         ddl="ALTER TABLE connector_test.all_mysql_type_test ADD COLUMN c90 VARCHAR(30) DEFAULT \"test\" COMMENT 'test'",
-        event_time="2022-12-16T07:53:29Z", detail="ALTER")
+        event_time="2022-12-16T07:53:29Z",
+        detail="ALTER",
+    )
 
 
 def test_seed_001_long_decimal_exact():
@@ -78,7 +126,12 @@ def test_heartbeat_without_schema():
 
 def test_13_9_digit_datetime_and_binary():
     [change] = DW.decode(lines()[8], CTX)
-    assert change.before == {"id": "111", "name": "scooter", "mydata": "aGVsbG8=", "ts": "2020-05-24T10:14:29.123456789"}
+    assert change.before == {
+        "id": "111",
+        "name": "scooter",
+        "mydata": "aGVsbG8=",
+        "ts": "2020-05-24T10:14:29.123456789",
+    }
     assert change.after == {"id": "222", "name": "donald", "mydata": "d29ybGQ=", "ts": "2020-05-24T10:14:29"}
     assert (change.schema, change.seq, change.key_columns) == ("mySchema", (1,), ("id",))
 
@@ -89,18 +142,25 @@ def test_mirror():
     [row] = MirrorModel().add_all(changes[:2]).rows("db.tab")
     assert row["string"] == "hello world 2020" and row["bigInt"] == "10223372036854775806"
     assert MirrorModel().add_all(changes).rows("myDatabase.tableName") == [
-        {"id": "222", "name": "donald", "mydata": "d29ybGQ=", "ts": "2020-05-24T10:14:29"}]
+        {"id": "222", "name": "donald", "mydata": "d29ybGQ=", "ts": "2020-05-24T10:14:29"}
+    ]
 
 
 def _msg(op: str, **payload) -> bytes:
-    return json.dumps({"version": "2.0", "schema": {"source": {"dbName": "d", "table": "t"}},
-                       "payload": {"op": op, "scn": "42", "timestamp": {"eventTime": 1620457659000}, **payload}}).encode()
+    return json.dumps(
+        {
+            "version": "2.0",
+            "schema": {"source": {"dbName": "d", "table": "t"}},
+            "payload": {"op": op, "scn": "42", "timestamp": {"eventTime": 1620457659000}, **payload},
+        }
+    ).encode()
 
 
 @pytest.mark.parametrize("op", ["TRANSACTION_BEGIN", "TRANSACTION_END", "GTID", "XACOMMIT", "XAROLLBACK", "HEARTBEAT"])
 def test_progress_ops_are_heartbeats(op):
-    assert DW.decode(_msg(op), CTX) == [Change(op="HEARTBEAT", db="d", table="t", seq=(42,),
-                                                event_time="2021-05-08T07:07:39Z", detail=op)]
+    assert DW.decode(_msg(op), CTX) == [
+        Change(op="HEARTBEAT", db="d", table="t", seq=(42,), event_time="2021-05-08T07:07:39Z", detail=op)
+    ]
 
 
 @pytest.mark.parametrize("op", ["CREATE", "ALTER", "ERASE", "QUERY", "RENAME", "CINDEX", "DINDEX"])
@@ -115,22 +175,41 @@ def test_truncate():
 
 def test_zero_dates_are_kept_as_invalid_values():
     """Seed 000: invalid dates display the original string: the row decodes, the value is NULL and noted."""
-    raw = json.dumps({"schema": {"source": {"table": "t"}, "column": [{"name": "v", "type": "DATE"}]},
-                      "payload": {"op": "INSERT", "after": {"data": {"v": "0000-00-00"}}}}).encode()
+    raw = json.dumps(
+        {
+            "schema": {"source": {"table": "t"}, "column": [{"name": "v", "type": "DATE"}]},
+            "payload": {"op": "INSERT", "after": {"data": {"v": "0000-00-00"}}},
+        }
+    ).encode()
     [change] = DW.decode(raw, CTX)
     assert change.after == {"v": None} and change.invalid == {"v": "0000-00-00"}
 
 
-@pytest.mark.parametrize("raw", [
-    _msg("insert", after={"data": {}}),  # ops are case-sensitive
-    _msg("MERGE"), _msg("ALTER"), _msg("INSERT"), _msg("DELETE", before={"data": []}),
-    _msg("INSERT", after={"data": {"x": 1}}).replace(b'"scn": "42"', b'"scn": "abc"'),
-    json.dumps({"version": "3.0", "payload": {"op": "HEARTBEAT"}}).encode(),
-    json.dumps({"payload": {"op": "INSERT", "after": {"data": {}}}}).encode(),  # no table
-    json.dumps({"schema": {"source": {"table": "t"}, "column": [{"name": "v", "type": "DATE"}]},
-                "payload": {"op": "INSERT", "after": {"data": {"v": "00/00/0000"}}}}).encode(),
-    b"{", b"[]", b"3", b"\xff", b"[" * 10000 + b"]" * 10000, b'{"payload": 1}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _msg("insert", after={"data": {}}),  # ops are case-sensitive
+        _msg("MERGE"),
+        _msg("ALTER"),
+        _msg("INSERT"),
+        _msg("DELETE", before={"data": []}),
+        _msg("INSERT", after={"data": {"x": 1}}).replace(b'"scn": "42"', b'"scn": "abc"'),
+        json.dumps({"version": "3.0", "payload": {"op": "HEARTBEAT"}}).encode(),
+        json.dumps({"payload": {"op": "INSERT", "after": {"data": {}}}}).encode(),  # no table
+        json.dumps(
+            {
+                "schema": {"source": {"table": "t"}, "column": [{"name": "v", "type": "DATE"}]},
+                "payload": {"op": "INSERT", "after": {"data": {"v": "00/00/0000"}}},
+            }
+        ).encode(),
+        b"{",
+        b"[]",
+        b"3",
+        b"\xff",
+        b"[" * 10000 + b"]" * 10000,
+        b'{"payload": 1}',
+    ],
+)
 def test_bad_input_rejects(raw):
     with pytest.raises(Reject):
         DW.decode(raw, CTX)
@@ -139,10 +218,19 @@ def test_bad_input_rejects(raw):
 @st.composite
 def dw_changes(draw):
     op = draw(st.sampled_from(["INSERT", "UPDATE", "DELETE"]))
-    return Change(op=op, db="d", table="t", schema=draw(st.none() | st.just("s")), key_columns=("id",),
-                  before=draw(rows()) if op != "INSERT" else None, after=draw(rows()) if op != "DELETE" else None,
-                  col_types=dict(COL_TYPES), seq=draw(st.none() | st.integers(0, 10**18).map(lambda n: (n,))) or (),
-                  event_time=draw(st.none() | ms_instants), detail=op)
+    return Change(
+        op=op,
+        db="d",
+        table="t",
+        schema=draw(st.none() | st.just("s")),
+        key_columns=("id",),
+        before=draw(rows()) if op != "INSERT" else None,
+        after=draw(rows()) if op != "DELETE" else None,
+        col_types=dict(COL_TYPES),
+        seq=draw(st.none() | st.integers(0, 10**18).map(lambda n: (n,))) or (),
+        event_time=draw(st.none() | ms_instants),
+        detail=op,
+    )
 
 
 @settings(max_examples=50, deadline=None)
@@ -152,6 +240,8 @@ def test_round_trip(change):
 
 
 def test_ddl_and_heartbeat_round_trip():
-    for change in (Change(op="DDL", db="d", table="t", ddl="ALTER TABLE t ADD c INT", detail="ALTER"),
-                   Change(op="HEARTBEAT", seq=(7,), event_time="2021-05-08T07:07:39.5Z", detail="GTID")):
+    for change in (
+        Change(op="DDL", db="d", table="t", ddl="ALTER TABLE t ADD c INT", detail="ALTER"),
+        Change(op="HEARTBEAT", seq=(7,), event_time="2021-05-08T07:07:39.5Z", detail="GTID"),
+    ):
         assert DW.decode(DW.encode(change, CTX), CTX) == [change]

@@ -15,6 +15,7 @@ ids. For every message:
 CI runs a short slice, derandomised so it is the same every run; ``make fuzz`` sets
 ``LAKECDC_FUZZ_EXAMPLES`` for a longer, random one.
 """
+
 from __future__ import annotations
 
 import io
@@ -26,7 +27,8 @@ from typing import Any
 
 import fastavro
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipelines.formats import ALL_FORMAT_IDS, DecodeContext, Reject, get_decoder
 from pipelines.formats._dts_record import PARSED_BORN, read_record
@@ -39,16 +41,21 @@ pytestmark = pytest.mark.fuzz
 
 #: Examples per format; ``make fuzz`` raises it (and turns derandomisation off).
 EXAMPLES = int(os.environ.get("LAKECDC_FUZZ_EXAMPLES", "60"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize="LAKECDC_FUZZ_EXAMPLES" not in os.environ,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize="LAKECDC_FUZZ_EXAMPLES" not in os.environ,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 SECONDS_PER_MESSAGE = 2.0
 AVRO_DIR = ROOT / "tests" / "fixtures" / "avro"
 BRONZE_DDL = "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP"
 CONTEXT = DecodeContext(
     default_table="shop.t",
-    tables={"shop.t": TableSpec(key=("field1",), columns={"field1": "bigint", "ts": "timestamp", "d": "decimal(10,2)"}),
-            "database.table": TableSpec(columns={"col1": "datetime", "col14": "timestamp"})},
+    tables={
+        "shop.t": TableSpec(key=("field1",), columns={"field1": "bigint", "ts": "timestamp", "d": "decimal(10,2)"}),
+        "database.table": TableSpec(columns={"col1": "datetime", "col14": "timestamp"}),
+    },
     options={"schema": str(ROOT / "conf" / "schemas" / "drs_record.avsc")},
 )
 
@@ -67,7 +74,8 @@ def _avro(fmt: str) -> list[bytes]:
 def fixtures(fmt: str) -> list[bytes]:
     if fmt == "maxwell":
         return _lines(CONFORMANCE / "flink" / "maxwell-data.txt") or [
-            b'{"database":"d","table":"t","type":"insert","ts":1,"data":{"id":1}}']
+            b'{"database":"d","table":"t","type":"insert","ts":1,"data":{"id":1}}'
+        ]
     if fmt == "auto":
         return [m for f in ALL_FORMAT_IDS if f not in ("auto", "drs_avro", "maxwell") for m in fixtures(f)]
     if get_decoder(fmt).binary:
@@ -105,17 +113,54 @@ def dumps(value: Any) -> str:
     return json.dumps(value)  # lone surrogates are written as \ud800 escapes, as a hostile producer would
 
 
-NASTY_TEXT = st.sampled_from([
-    "\ud800", "a\udfffb", "", " ", "null", "NaN", "0000-00-00 00:00:00", "2020-11-25 00:01:02 America",
-    "2020-13-45 25:61:61", "-838:59:59", "1e999999999", "9" * 400, "-" + "9" * 30, "a" + " " * 70 + "!",
-    "decimal(12,2", "varchar(" + "9" * 5000 + ")", "[106, 103, 999]", "{\"$oid\": 1}", "\x00", "%%%",
-    "2147483648:1", "AAAA", "ObjectId(\"zz\")", "NumberLong(\"x\")", "ISODate(1e99)", "é\u0301", "\U0001F600",
-])
+NASTY_TEXT = st.sampled_from(
+    [
+        "\ud800",
+        "a\udfffb",
+        "",
+        " ",
+        "null",
+        "NaN",
+        "0000-00-00 00:00:00",
+        "2020-11-25 00:01:02 America",
+        "2020-13-45 25:61:61",
+        "-838:59:59",
+        "1e999999999",
+        "9" * 400,
+        "-" + "9" * 30,
+        "a" + " " * 70 + "!",
+        "decimal(12,2",
+        "varchar(" + "9" * 5000 + ")",
+        "[106, 103, 999]",
+        '{"$oid": 1}',
+        "\x00",
+        "%%%",
+        "2147483648:1",
+        "AAAA",
+        'ObjectId("zz")',
+        'NumberLong("x")',
+        "ISODate(1e99)",
+        "é\u0301",
+        "\U0001f600",
+    ]
+)
 NASTY_SCALAR = st.one_of(
-    NASTY_TEXT, st.none(), st.booleans(), st.integers(-(2**70), 2**70),
-    st.sampled_from([Raw("1e400"), Raw("-0"), Raw("1" + "0" * 30), Raw("0.000000000000000000001"),
-                     Raw("1E+999999999"), Raw("123456789012345678901234567890"), Raw("-1"),
-                     Raw("18446744073709551616")]),
+    NASTY_TEXT,
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from(
+        [
+            Raw("1e400"),
+            Raw("-0"),
+            Raw("1" + "0" * 30),
+            Raw("0.000000000000000000001"),
+            Raw("1E+999999999"),
+            Raw("123456789012345678901234567890"),
+            Raw("-1"),
+            Raw("18446744073709551616"),
+        ]
+    ),
     st.text(max_size=20),
 )
 
@@ -252,17 +297,44 @@ def avro_value(draw) -> Any:
     ns = "com.alibaba.dts.formats.avro."
     kind = draw(st.sampled_from(["Character", "DateTime", "Timestamp", "Integer", "Decimal", "TimestampWithTimeZone"]))
     if kind == "Character":
-        charset = draw(st.sampled_from(["utf8mb4", "gbk", "binary", "rot13", "hex", "zlib", "unicode_escape", "utf-7",
-                                        "raw_unicode_escape", "utf16", "latin1", "", "UTF-8", "nope"]))
+        charset = draw(
+            st.sampled_from(
+                [
+                    "utf8mb4",
+                    "gbk",
+                    "binary",
+                    "rot13",
+                    "hex",
+                    "zlib",
+                    "unicode_escape",
+                    "utf-7",
+                    "raw_unicode_escape",
+                    "utf16",
+                    "latin1",
+                    "",
+                    "UTF-8",
+                    "nope",
+                ]
+            )
+        )
         return (ns + kind, {"charset": charset, "value": draw(st.binary(max_size=12))})
     if kind == "DateTime":
         return (ns + kind, _datetime(draw))
     if kind == "Timestamp":
-        return (ns + kind, {"timestamp": draw(st.integers(-(2**63), 2**63 - 1)),
-                            "millis": draw(st.integers(-(2**31), 2**31 - 1))})
+        return (
+            ns + kind,
+            {"timestamp": draw(st.integers(-(2**63), 2**63 - 1)), "millis": draw(st.integers(-(2**31), 2**31 - 1))},
+        )
     if kind == "TimestampWithTimeZone":
-        return (ns + kind, {"value": _datetime(draw), "timezone": draw(st.sampled_from(
-            ["+08:00", "Asia/Shanghai", "America", "../x", "\ud800", "GMT+8", ""]))})
+        return (
+            ns + kind,
+            {
+                "value": _datetime(draw),
+                "timezone": draw(
+                    st.sampled_from(["+08:00", "Asia/Shanghai", "America", "../x", "\ud800", "GMT+8", ""])
+                ),
+            },
+        )
     text = draw(NASTY_TEXT)
     if kind == "Integer":
         return (ns + kind, {"precision": 8, "value": text})
@@ -301,8 +373,13 @@ def avro_mutant(draw, raw: bytes) -> bytes:
 def mutant(draw, fmt: str) -> bytes:
     raw = draw(st.sampled_from(FIXTURES[fmt]))
     binary = raw.lstrip()[:1] not in (b"{", b"[")
-    kinds = ["bytes", "avro", "avro"] if binary and fmt in ("oms_avro", "dts_avro", "auto") else \
-        ["bytes"] if binary else ["bytes", "json", "json", "json"]
+    kinds = (
+        ["bytes", "avro", "avro"]
+        if binary and fmt in ("oms_avro", "dts_avro", "auto")
+        else ["bytes"]
+        if binary
+        else ["bytes", "json", "json", "json"]
+    )
     kind = draw(st.sampled_from(kinds))
     if kind == "json":
         return draw(json_mutant(raw))
@@ -357,8 +434,17 @@ def check_message(fmt: str, raw: bytes) -> None:
 def check_silver_batch(messages: list[tuple[str, bytes]]) -> None:
     import pyarrow as pa
 
-    rows = [{"source": "s", "format": fmt, "value": raw, "position": f"p#{i}", "queue_pos": f"{i:012d}",
-             "ingest_time": None} for i, (fmt, raw) in enumerate(messages)]
+    rows = [
+        {
+            "source": "s",
+            "format": fmt,
+            "value": raw,
+            "position": f"p#{i}",
+            "queue_pos": f"{i:012d}",
+            "ingest_time": None,
+        }
+        for i, (fmt, raw) in enumerate(messages)
+    ]
     batch = pa.RecordBatch.from_pylist(rows, schema=arrow_schema_of(BRONZE_DDL))
     contexts = {fmt: CONTEXT for fmt in ALL_FORMAT_IDS}
     out = [r for b in make_decode_batches(contexts, CONTEXT)([batch]) for r in b.to_pylist()]

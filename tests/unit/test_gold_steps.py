@@ -3,6 +3,7 @@
 A retried micro-batch is skipped by Delta only if it carries the same ``txnAppId`` as the first
 attempt, so a renamed step would apply a batch twice in a warehouse written before the rename.
 """
+
 from __future__ import annotations
 
 from pipelines.gold.batch import BatchContext, GoldStats, Step
@@ -10,8 +11,14 @@ from pipelines.gold.schema import MirrorIdentity
 
 
 def test_every_step_keeps_its_stored_stamp():
-    ctx = BatchContext(spark=None, ident=MirrorIdentity("shop.t", "shop.t_mirror", None, None), wh=None,
-                       app_id="lakecdc-gold-abc", batch_id=7, stats=GoldStats())
+    ctx = BatchContext(
+        spark=None,
+        ident=MirrorIdentity("shop.t", "shop.t_mirror", None, None),
+        wh=None,
+        app_id="lakecdc-gold-abc",
+        batch_id=7,
+        stats=GoldStats(),
+    )
     assert {step.name: ctx.stamp(step) for step in Step} == {
         "MIRROR": "lakecdc-gold-abc-m-shop.t_mirror",
         "TOMBSTONES": "lakecdc-gold-abc-d-shop.t_mirror",

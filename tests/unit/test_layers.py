@@ -18,8 +18,19 @@ PACKAGE = "pipelines"
 
 #: Bottom → top. A module may import its own layer or lower ones. Patterns are fnmatch globs.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("pipelines", "pipelines.errors", "pipelines.formats", "pipelines.formats.*", "pipelines.values",
-                    "pipelines.spark_schema", "pipelines.layout", "pipelines.sql")),
+    (
+        "foundation",
+        (
+            "pipelines",
+            "pipelines.errors",
+            "pipelines.formats",
+            "pipelines.formats.*",
+            "pipelines.values",
+            "pipelines.spark_schema",
+            "pipelines.layout",
+            "pipelines.sql",
+        ),
+    ),
     ("storage", ("pipelines.warehouse", "pipelines.mirror_columns", "pipelines.delta_writes", "pipelines.spark")),
     ("rules", ("pipelines.quality", "pipelines.quality.rules")),
     ("config", ("pipelines.config",)),
@@ -109,19 +120,30 @@ def test_nothing_imports_upward():
             if is_dev(target):
                 continue  # checked below
             if layer_of(target) > layer_of(module):
-                upward.append(f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})")
+                upward.append(
+                    f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
+                )
     assert upward == []
 
 
 def test_runtime_never_imports_dev_tools():
-    offenders = [f"{m} imports {t}" for m, ts in GRAPH.items() for t in ts
-                 if is_dev(t) and not is_dev(m) and m not in LAZY_IMPORTERS]
+    offenders = [
+        f"{m} imports {t}"
+        for m, ts in GRAPH.items()
+        for t in ts
+        if is_dev(t) and not is_dev(m) and m not in LAZY_IMPORTERS
+    ]
     assert offenders == []
 
 
 def test_no_function_local_import_of_the_package():
-    hidden = [f"{m} imports {t} inside a function" for m in MODULES if m not in LAZY_IMPORTERS
-              for t, nested in imports_of(m) if nested]
+    hidden = [
+        f"{m} imports {t} inside a function"
+        for m in MODULES
+        if m not in LAZY_IMPORTERS
+        for t, nested in imports_of(m)
+        if nested
+    ]
     assert hidden == []
 
 

@@ -24,8 +24,14 @@ def test_a_decoded_row_fits_the_arrow_schema_with_invalid_values():
     after.invalid["d"] = "0000-00-00"
     change = Change("INSERT", db="shop", table="t", key_columns=("id",), after=after, seq=(7,))
     assert change.invalid == {"d": "0000-00-00"}
-    bronze = {"source": "s", "format": "oms_canal", "position": "f:1", "queue_pos": "1", "ingest_time": None,
-              "value": b"{}"}
+    bronze = {
+        "source": "s",
+        "format": "oms_canal",
+        "position": "f:1",
+        "queue_pos": "1",
+        "ingest_time": None,
+        "value": b"{}",
+    }
     rows = list(decoded_rows(bronze, [change], None))
     batch = pa.RecordBatch.from_pylist(rows, schema=arrow_schema_of(DECODED_DDL))
     row = batch.to_pylist()[0]

@@ -5,6 +5,7 @@ before the fix (``decode_message``, ``make_decode_batches``, ``lakecdc decode``,
 ``load_config``, the decoders), so each fails on the old code: by a hang (timed), a crash, a wrong value,
 or a change that should have been quarantined.
 """
+
 from __future__ import annotations
 
 import io
@@ -50,15 +51,31 @@ def silver_rows(messages: list[tuple[str, bytes]]) -> list[dict]:
     """Run silver's mapInArrow function on one bronze batch, as Spark would."""
     import pyarrow as pa
 
-    rows = [{"source": "s", "format": fmt, "value": raw, "position": f"p#{i}", "queue_pos": f"{i:012d}",
-             "ingest_time": None} for i, (fmt, raw) in enumerate(messages)]
+    rows = [
+        {
+            "source": "s",
+            "format": fmt,
+            "value": raw,
+            "position": f"p#{i}",
+            "queue_pos": f"{i:012d}",
+            "ingest_time": None,
+        }
+        for i, (fmt, raw) in enumerate(messages)
+    ]
     batch = pa.RecordBatch.from_pylist(rows, schema=arrow_schema_of(BRONZE_DDL))
     return [r for out in make_decode_batches({}, CTX)([batch]) for r in out.to_pylist()]
 
 
 def canal(**fields) -> dict:
-    msg = {"type": "INSERT", "database": "shop", "table": "t", "id": 1, "es": 1600000000000, "pkNames": ["id"],
-           "data": [{"id": "1"}]}
+    msg = {
+        "type": "INSERT",
+        "database": "shop",
+        "table": "t",
+        "id": 1,
+        "es": 1600000000000,
+        "pkNames": ["id"],
+        "data": [{"id": "1"}],
+    }
     msg.update(fields)
     return {k: v for k, v in msg.items() if v is not None}
 
@@ -77,8 +94,11 @@ def test_type_name_parsing_is_linear():
 def test_issue_canal_message_with_a_hostile_type_is_decoded_quickly():
     for memo in (parse_type, family, spark_type):
         memo.cache_clear()  # the issue's own type name, parsed afresh
-    raw = b'{"type":"INSERT","database":"d","table":"t","id":1,"data":[{"c":"1"}],"mysqlType":{"c":"a' \
-          + b" " * 70 + b'!"}}'
+    raw = (
+        b'{"type":"INSERT","database":"d","table":"t","id":1,"data":[{"c":"1"}],"mysqlType":{"c":"a'
+        + b" " * 70
+        + b'!"}}'
+    )
     for fmt in ("dts_canal", "auto"):
         result, took = timed(decode, fmt, raw)
         assert took < 0.5, f"{fmt}: {took:.2f}s"
@@ -102,8 +122,10 @@ def _with_types(obj, hostile: str):
     return obj
 
 
-@pytest.mark.parametrize("fmt", ["oms_canal", "dts_canal", "drs_json", "drs_gaussdb", "dataworks_kafka",
-                                 "oms_dataworks", "oms_default_extend"])
+@pytest.mark.parametrize(
+    "fmt",
+    ["oms_canal", "dts_canal", "drs_json", "drs_gaussdb", "dataworks_kafka", "oms_dataworks", "oms_default_extend"],
+)
 def test_every_format_with_type_names_stays_fast(fmt):
     hostile = fmt.replace("_", "") + " " * 90 + "!"  # a name of its own: no cache hides the cost
     for line in (SEEDS / f"{fmt}.jsonl").read_bytes().splitlines():
@@ -121,13 +143,16 @@ def test_an_overlong_type_name_is_a_reject_with_a_reason():
 SURROGATE = b'{"type":"INSERT","database":"shop","table":"t\\ud800","id":1,"pkNames":["id"],"data":[{"id":"1"}]}'
 
 
-@pytest.mark.parametrize("raw", [
-    SURROGATE,
-    b'{"type":"INSERT","database":"shop","table":"t","id":1,"pkNames":["id"],"data":[{"id":"\\udfff"}]}',
-    b'{"type":"INSERT","database":"shop","table":"t","id":1,"pkNames":["id\\ud800"],"data":[{"id\\ud800":"1"}]}',
-    b'{"type":"INSERT","database":"shop","table":"t","id":1,"pkNames":["id"],"data":[{"id":"1"}],'
-    b'"mysqlType":{"id":"varchar\\udbff"}}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        SURROGATE,
+        b'{"type":"INSERT","database":"shop","table":"t","id":1,"pkNames":["id"],"data":[{"id":"\\udfff"}]}',
+        b'{"type":"INSERT","database":"shop","table":"t","id":1,"pkNames":["id\\ud800"],"data":[{"id\\ud800":"1"}]}',
+        b'{"type":"INSERT","database":"shop","table":"t","id":1,"pkNames":["id"],"data":[{"id":"1"}],'
+        b'"mysqlType":{"id":"varchar\\udbff"}}',
+    ],
+)
 def test_strings_utf8_cannot_encode_are_quarantined(raw):
     with pytest.raises(Reject, match="not valid Unicode"):
         decode("dts_canal", raw)
@@ -164,10 +189,23 @@ def test_lakecdc_decode_prints_a_quarantine_line_and_goes_on(tmp_path, capsys):
 def avro_record(after: list, fields: list[dict] | None = None, operation: str = "INSERT", rid: int = 5) -> bytes:
     """One DTS Avro Record (newer generation) with the given afterImages."""
     fields = fields or [{"name": "c", "dataTypeNumber": 253}]
-    rec = {"version": 1, "id": rid, "sourceTimestamp": 1700000000, "sourcePosition": "1", "safeSourcePosition": "",
-           "sourceTxid": "", "source": {"sourceType": "MySQL", "version": "8"}, "operation": operation,
-           "objectName": "shop.t", "processTimestamps": None, "tags": {}, "fields": fields,
-           "beforeImages": None, "afterImages": after, "bornTimestamp": 0}
+    rec = {
+        "version": 1,
+        "id": rid,
+        "sourceTimestamp": 1700000000,
+        "sourcePosition": "1",
+        "safeSourcePosition": "",
+        "sourceTxid": "",
+        "source": {"sourceType": "MySQL", "version": "8"},
+        "operation": operation,
+        "objectName": "shop.t",
+        "processTimestamps": None,
+        "tags": {},
+        "fields": fields,
+        "beforeImages": None,
+        "afterImages": after,
+        "bornTimestamp": 0,
+    }
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, PARSED_BORN, rec)
     return buf.getvalue()
@@ -177,10 +215,20 @@ def character(value: bytes, charset: str) -> tuple:
     return (NS + "Character", {"charset": charset, "value": value})
 
 
-@pytest.mark.parametrize("charset, value", [
-    ("raw_unicode_escape", b"\\ud800"), ("unicode_escape", b"\\udc00"), ("utf-7", b"+2AA-"),
-    ("rot13", b"abc"), ("hex", b"616263"), ("zlib", b"x"), ("base64", b"YWJj"), ("", b"a"), ("\x00", b"a"),
-])
+@pytest.mark.parametrize(
+    "charset, value",
+    [
+        ("raw_unicode_escape", b"\\ud800"),
+        ("unicode_escape", b"\\udc00"),
+        ("utf-7", b"+2AA-"),
+        ("rot13", b"abc"),
+        ("hex", b"616263"),
+        ("zlib", b"x"),
+        ("base64", b"YWJj"),
+        ("", b"a"),
+        ("\x00", b"a"),
+    ],
+)
 @pytest.mark.parametrize("fmt", ["dts_avro", "oms_avro"])
 def test_avro_character_with_odd_charsets_is_a_reject(fmt, charset, value):
     raw = avro_record([character(value, charset)])
@@ -192,7 +240,7 @@ def test_avro_character_with_odd_charsets_is_a_reject(fmt, charset, value):
 def test_avro_character_with_real_charsets_still_decodes():
     raw = avro_record([character("中文".encode("gbk"), "gbk")])
     assert get_decoder("dts_avro").decode(raw, CTX)[0].after == {"c": "中文"}
-    raw = avro_record([character("é".encode("utf-8"), "UTF-8")])
+    raw = avro_record([character("é".encode(), "UTF-8")])
     assert get_decoder("dts_avro").decode(raw, CTX)[0].after == {"c": "é"}
 
 
@@ -201,8 +249,17 @@ def test_avro_character_with_real_charsets_still_decodes():
 
 def test_a_2mb_drs_mongo_width_bomb_is_rejected_quickly():
     doc = '{"_id": ObjectId("64650cf67dc36a464e76e583"), "a": [' + ",".join(["1"] * 1_000_000) + "]}"
-    raw = json.dumps({"id": 1, "op": "INSERT", "db": "d", "coll": "c", "value": doc,
-                      "clusterTime": "1684344064:1", "es": 1684315111439}).encode()
+    raw = json.dumps(
+        {
+            "id": 1,
+            "op": "INSERT",
+            "db": "d",
+            "coll": "c",
+            "value": doc,
+            "clusterTime": "1684344064:1",
+            "es": 1684315111439,
+        }
+    ).encode()
     assert len(raw) > 2_000_000
     result, took = timed(decode, "drs_mongo", raw)
     assert isinstance(result, Reject) and "limits.max_" in str(result)
@@ -226,8 +283,9 @@ def test_real_wide_messages_pass_and_limits_are_configurable():
     narrow = DecodeContext(max_width=10)
     with pytest.raises(Reject, match="max_width"):
         decode("dts_canal", canal(data=[{"id": str(i)} for i in range(11)]), narrow)
-    cfg = parse_config({"sources": [{"name": "s", "format": "auto", "path": "/x"}],
-                        "limits": {"max_width": 10, "max_elements": 99}})
+    cfg = parse_config(
+        {"sources": [{"name": "s", "format": "auto", "path": "/x"}], "limits": {"max_width": 10, "max_elements": 99}}
+    )
     assert (cfg.decode_context().max_width, cfg.decode_context().max_elements) == (10, 99)
 
 
@@ -253,8 +311,10 @@ def test_recursive_aliases_are_refused_and_ordinary_anchors_work(tmp_path):
     path.write_text("x: &x [*x]\nsources: [{name: s, format: oms_canal, path: /x}]\n")
     with pytest.raises(ConfigError, match="refers to the node that contains it"):
         load_config(path)
-    path.write_text("sources: [{name: s, format: oms_canal, path: /x}]\n"
-                    "tables:\n  shop.a: &t {key: [id], columns: {id: bigint}}\n  shop.b: *t\n")
+    path.write_text(
+        "sources: [{name: s, format: oms_canal, path: /x}]\n"
+        "tables:\n  shop.a: &t {key: [id], columns: {id: bigint}}\n  shop.b: *t\n"
+    )
     assert load_config(path).tables["shop.b"].key == ("id",)
 
 
@@ -330,10 +390,13 @@ def test_a_decoder_bug_giving_bad_seq_is_quarantined():
 # ---------------------------------------------------------------- 8. duplicate JSON keys
 
 
-@pytest.mark.parametrize("raw", [
-    b'{"type":"DELETE","database":"shop","table":"t","id":1,"pkNames":["id"],"data":[{"id":"1"}],"type":"INSERT"}',
-    b'{"type":"INSERT","database":"shop","table":"t","id":1,"pkNames":["id"],"data":[{"id":"1","id":"2"}]}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"type":"DELETE","database":"shop","table":"t","id":1,"pkNames":["id"],"data":[{"id":"1"}],"type":"INSERT"}',
+        b'{"type":"INSERT","database":"shop","table":"t","id":1,"pkNames":["id"],"data":[{"id":"1","id":"2"}]}',
+    ],
+)
 def test_duplicate_keys_are_ambiguous_and_quarantined(raw):
     for fmt in ("dts_canal", "auto"):
         with pytest.raises(Reject, match="duplicate key"):
@@ -341,8 +404,14 @@ def test_duplicate_keys_are_ambiguous_and_quarantined(raw):
 
 
 def test_duplicate_fields_in_a_mongo_document_are_rejected():
-    raw = {"id": 1, "op": "INSERT", "db": "d", "coll": "c", "clusterTime": "1:1",
-           "value": '{"_id": ObjectId("64650cf67dc36a464e76e583"), "a": 1, "a": 2}'}
+    raw = {
+        "id": 1,
+        "op": "INSERT",
+        "db": "d",
+        "coll": "c",
+        "clusterTime": "1:1",
+        "value": '{"_id": ObjectId("64650cf67dc36a464e76e583"), "a": 1, "a": 2}',
+    }
     with pytest.raises(Reject, match="duplicate field"):
         decode("drs_mongo", raw)
 
@@ -364,10 +433,14 @@ def test_avro_datetime_parts(fmt):
     with pytest.raises(Reject, match="out of range"):  # was 00:01:02.15
         dec.decode(avro_record([datetime_value(hour=0, minute=1, second=2, millis=1_500_000)], TIME_FIELD), CTX)
     assert dec.decode(avro_record([datetime_value()], TIME_FIELD), CTX)[0].after == {"t": None}  # was 00:00:00
-    for bad in (dict(year=2020, month=1, day=1, hour=0, minute=1, second=2, millis=-1),
-                dict(hour=0, minute=60, second=0),
-                dict(year=2020, month=13, day=1), dict(year=2020, month=1, day=1, hour=24, minute=0, second=0),
-                dict(year=2020, day=1), dict(year=2020, month=1, day=1, hour=1)):
+    for bad in (
+        dict(year=2020, month=1, day=1, hour=0, minute=1, second=2, millis=-1),
+        dict(hour=0, minute=60, second=0),
+        dict(year=2020, month=13, day=1),
+        dict(year=2020, month=1, day=1, hour=24, minute=0, second=0),
+        dict(year=2020, day=1),
+        dict(year=2020, month=1, day=1, hour=1),
+    ):
         with pytest.raises(Reject):
             dec.decode(avro_record([datetime_value(**bad)], TIME_FIELD), CTX)
 
@@ -390,8 +463,10 @@ def test_time_zone_names_give_a_clean_reject(zone):
     with pytest.raises(Reject):  # the zone written in the value
         get_decoder("dts_canal").decode(json.dumps(raw).encode(), CTX)
     with pytest.raises(Reject, match="unknown time zone"):
-        get_decoder("drs_json_c").decode(json.dumps(raw).encode().replace(b" " + zone.encode(), b""),
-                                         DecodeContext(options={"source_time_zone": zone}))
+        get_decoder("drs_json_c").decode(
+            json.dumps(raw).encode().replace(b" " + zone.encode(), b""),
+            DecodeContext(options={"source_time_zone": zone}),
+        )
 
 
 def test_quarantine_reasons_are_capped():
@@ -414,40 +489,75 @@ BASE = {"sources": [{"name": "s", "format": "oms_canal", "path": "/x"}]}
 KAFKA = {"name": "k", "format": "oms_canal", "kafka": {"bootstrap_servers": "h:9092", "topics": ["t"]}}
 
 
-@pytest.mark.parametrize("doc, where", [
-    ({"sources": [{**KAFKA, "kafka": {**KAFKA["kafka"], "fail_on_data_loss": "false"}}]},
-     r"kafka\.fail_on_data_loss: must be true or false"),
-    ({**BASE, "tables": {"shop.t": {"target": 123}}}, r"tables\.shop\.t\.target: must be a non-empty string"),
-    ({"sources": [{**KAFKA, "kafka": {"bootstrap_servers": "h:9092", "topics": 5}}]},
-     r"kafka\.topics: expected a list"),
-    ({**BASE, "format_options": {"drs_avro": [1, 2]}}, r"format_options\.drs_avro: expected a mapping"),
-    ({**BASE, "tables": {"shop.t": {"columns": {"a": "bignt"}}}}, r"columns\.a: unknown column type 'bignt'"),
-    ({**BASE, "tables": {"shop.t": {"columns": {"a": "decimal(12,2"}}}}, r"unknown column type 'decimal\(12,2'"),
-    ({**BASE, "processing_time": "soon"}, r"processing_time: must be a Spark trigger interval"),
-    ({"sources": [{**KAFKA, "kafka": {**KAFKA["kafka"], "starting_offsets": "earlest"}}]},
-     r"starting_offsets: must be earliest, latest, or JSON"),
-])
+@pytest.mark.parametrize(
+    "doc, where",
+    [
+        (
+            {"sources": [{**KAFKA, "kafka": {**KAFKA["kafka"], "fail_on_data_loss": "false"}}]},
+            r"kafka\.fail_on_data_loss: must be true or false",
+        ),
+        ({**BASE, "tables": {"shop.t": {"target": 123}}}, r"tables\.shop\.t\.target: must be a non-empty string"),
+        (
+            {"sources": [{**KAFKA, "kafka": {"bootstrap_servers": "h:9092", "topics": 5}}]},
+            r"kafka\.topics: expected a list",
+        ),
+        ({**BASE, "format_options": {"drs_avro": [1, 2]}}, r"format_options\.drs_avro: expected a mapping"),
+        ({**BASE, "tables": {"shop.t": {"columns": {"a": "bignt"}}}}, r"columns\.a: unknown column type 'bignt'"),
+        ({**BASE, "tables": {"shop.t": {"columns": {"a": "decimal(12,2"}}}}, r"unknown column type 'decimal\(12,2'"),
+        ({**BASE, "processing_time": "soon"}, r"processing_time: must be a Spark trigger interval"),
+        (
+            {"sources": [{**KAFKA, "kafka": {**KAFKA["kafka"], "starting_offsets": "earlest"}}]},
+            r"starting_offsets: must be earliest, latest, or JSON",
+        ),
+    ],
+)
 def test_configuration_types_are_checked(doc, where):
     with pytest.raises(ConfigError, match=where):
         parse_config(doc)
 
 
 def test_configuration_accepts_what_it_should():
-    cfg = parse_config({
-        "sources": [{**KAFKA, "kafka": {**KAFKA["kafka"], "starting_offsets": '{"t": {"0": 23, "1": -2}}',
-                                        "fail_on_data_loss": False, "options": {"kafka.x": 5, "kafka.y": True}}}],
-        "processing_time": "1 minute 30 seconds",
-        "tables": {"shop.t": {"columns": {"a": "bigint unsigned", "b": "decimal(12,2)", "c": "varchar(64)",
-                                          "d": "timestamp(6) with time zone", "e": "character varying", "f": "uuid",
-                                          "g": "int8", "h": "text[]", "i": "enum('x','y')"}}},
-    })
+    cfg = parse_config(
+        {
+            "sources": [
+                {
+                    **KAFKA,
+                    "kafka": {
+                        **KAFKA["kafka"],
+                        "starting_offsets": '{"t": {"0": 23, "1": -2}}',
+                        "fail_on_data_loss": False,
+                        "options": {"kafka.x": 5, "kafka.y": True},
+                    },
+                }
+            ],
+            "processing_time": "1 minute 30 seconds",
+            "tables": {
+                "shop.t": {
+                    "columns": {
+                        "a": "bigint unsigned",
+                        "b": "decimal(12,2)",
+                        "c": "varchar(64)",
+                        "d": "timestamp(6) with time zone",
+                        "e": "character varying",
+                        "f": "uuid",
+                        "g": "int8",
+                        "h": "text[]",
+                        "i": "enum('x','y')",
+                    }
+                }
+            },
+        }
+    )
     kafka = cfg.sources[0].kafka
     assert kafka.fail_on_data_loss is False and kafka.options == {"kafka.x": "5", "kafka.y": "true"}
 
 
 def test_all_errors_of_a_file_are_reported_at_once():
-    doc = {"sources": [{**KAFKA, "kafka": {**KAFKA["kafka"], "fail_on_data_loss": "false"}}],
-           "processing_time": "soon", "tables": {"shop.t": {"columns": {"a": "bignt"}}}}
+    doc = {
+        "sources": [{**KAFKA, "kafka": {**KAFKA["kafka"], "fail_on_data_loss": "false"}}],
+        "processing_time": "soon",
+        "tables": {"shop.t": {"columns": {"a": "bignt"}}},
+    }
     with pytest.raises(ConfigError) as info:
         parse_config(doc)
     text = str(info.value)
@@ -456,9 +566,22 @@ def test_all_errors_of_a_file_are_reported_at_once():
 
 
 def test_a_literal_secret_is_warned_about(caplog):
-    doc = {"sources": [{**KAFKA, "kafka": {**KAFKA["kafka"], "security": {
-        "sasl.password": "hunter2", "sasl.jaas.config": "${JAAS}", "basic.auth.user.info": "u:p",
-        "sasl.oauthbearer.token.endpoint.url": "https://x"}}}]}
+    doc = {
+        "sources": [
+            {
+                **KAFKA,
+                "kafka": {
+                    **KAFKA["kafka"],
+                    "security": {
+                        "sasl.password": "hunter2",
+                        "sasl.jaas.config": "${JAAS}",
+                        "basic.auth.user.info": "u:p",
+                        "sasl.oauthbearer.token.endpoint.url": "https://x",
+                    },
+                },
+            }
+        ]
+    }
     with caplog.at_level(logging.WARNING, logger="pipelines.config"):
         parse_config(doc)
     warned = " ".join(r.getMessage() for r in caplog.records)

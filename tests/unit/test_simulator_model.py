@@ -11,6 +11,7 @@
   NULL, key changes (also as DataWorks UPDATE_BEFOR/UPDATE_AFTER halves), snapshot handoff,
   truncate, keyless tables as multisets; and the known model gaps as strict xfails.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,15 +24,27 @@ from pipelines.formats import FORMAT_IDS, get_decoder
 from pipelines.formats.base import Change, DecodeContext, Decoder, TableSpec
 from pipelines.testing.model import MirrorModel
 from pipelines.testing.simulator import (
-    CAPABILITIES, compare, decode_delivery, deliver, encodable_formats, generate_history,
-    landing_lines, model_rows, pipeline_yaml, pipeline_yaml_many, soak, truth_diffs, truth_safe_options,
+    CAPABILITIES,
+    compare,
+    decode_delivery,
+    deliver,
+    encodable_formats,
+    generate_history,
+    landing_lines,
+    model_rows,
+    pipeline_yaml,
+    pipeline_yaml_many,
+    soak,
+    truth_diffs,
+    truth_safe_options,
 )
 
 FORMATS = encodable_formats()
 KEYLESS_FORMATS = [f for f in FORMATS if CAPABILITIES[f].keyless]
 #: (format, generate_history options): every format, then every format that can carry keyless tables
-HISTORY_KINDS = [pytest.param(f, {}, id=f) for f in FORMATS] + \
-    [pytest.param(f, {"keyless_tables": True}, id=f"{f}-keyless") for f in KEYLESS_FORMATS]
+HISTORY_KINDS = [pytest.param(f, {}, id=f) for f in FORMATS] + [
+    pytest.param(f, {"keyless_tables": True}, id=f"{f}-keyless") for f in KEYLESS_FORMATS
+]
 PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -48,13 +61,13 @@ def test_every_format_with_an_encoder_has_capabilities():
 @PROPERTY
 @given(seed=st.integers(0, 10**6), partitions=st.integers(1, 4), n_changes=st.integers(1, 60))
 def test_delivered_order_gives_the_source_order_mirror(format_id, options, seed, partitions, n_changes):
-    history = generate_history(format_id, seed, n_changes,
-                               composite_keys=truth_safe_options(format_id)["composite_keys"], **options)
+    history = generate_history(
+        format_id, seed, n_changes, composite_keys=truth_safe_options(format_id)["composite_keys"], **options
+    )
     delivery = deliver(history, seed, partitions=partitions)
     assert len(delivery.messages) == len(history.messages) + delivery.duplicates
     got = model_rows(decode_delivery(history, delivery))
-    diffs = compare(delivery.expected, {t: got.get(t, []) for t in delivery.expected},
-                    col_types=history.column_types())
+    diffs = compare(delivery.expected, {t: got.get(t, []) for t in delivery.expected}, col_types=history.column_types())
     assert diffs == [], f"{format_id} seed {seed} partitions {partitions}: " + "\n".join(diffs[:10])
 
 
@@ -137,13 +150,13 @@ def test_delivery_keeps_partition_order_without_a_total_order():
         drops = [i for i in range(1, len(offsets)) if offsets[i] < offsets[i - 1]]
         assert len(drops) <= 1
         if drops:
-            assert offsets[drops[0]:] == sorted(offsets[drops[0]:])
+            assert offsets[drops[0] :] == sorted(offsets[drops[0] :])
 
 
 def test_landing_lines_and_yaml_for_the_cli():
-    from pipelines.config import parse_config
-
     import yaml
+
+    from pipelines.config import parse_config
 
     history = generate_history("oms_shareplex", 2, 20)
     delivery = deliver(history, 2)
@@ -155,21 +168,25 @@ def test_landing_lines_and_yaml_for_the_cli():
 
 
 def test_one_pipeline_yaml_for_many_formats():
-    from pipelines.config import parse_config
-
     import yaml
 
+    from pipelines.config import parse_config
+
     histories = [generate_history(f, 3, 20, n_tables=2, db=f) for f in ("oms_canal", "drs_avro", "oms_debezium_smt")]
-    cfg = parse_config(yaml.safe_load(pipeline_yaml_many(histories, "/tmp/wh", {h.format_id: f"/l/{h.format_id}"
-                                                                                for h in histories})))
+    cfg = parse_config(
+        yaml.safe_load(pipeline_yaml_many(histories, "/tmp/wh", {h.format_id: f"/l/{h.format_id}" for h in histories}))
+    )
     assert [(s.format, s.path) for s in cfg.sources] == [(h.format_id, f"/l/{h.format_id}") for h in histories]
     assert cfg.default_table == "oms_debezium_smt.t0"  # the one format whose messages name no table
     for h in histories:
         ctx = cfg.decode_context(h.format_id)
         assert {t: ctx.tables[t] for t in h.ctx.tables} == h.ctx.tables and ctx.options == h.ctx.options
     with pytest.raises(ValueError, match="own db"):
-        pipeline_yaml_many([histories[0], generate_history("drs_json", 3, 20, db="oms_canal")], "/tmp/wh",
-                           {"oms_canal": "/a", "drs_json": "/b"})
+        pipeline_yaml_many(
+            [histories[0], generate_history("drs_json", 3, 20, db="oms_canal")],
+            "/tmp/wh",
+            {"oms_canal": "/a", "drs_json": "/b"},
+        )
 
 
 def test_compare_reports_value_for_value():
@@ -186,12 +203,20 @@ def test_compare_reports_value_for_value():
 def test_compare_keyless_tables_as_multisets():
     types = {"s.t": {"d": "decimal(10,3)", "v": "varchar"}}
     expected = {"s.t": [{"d": "1.5", "v": "x"}, {"d": "1.5", "v": "x"}, {"d": None, "v": "y"}]}
-    assert compare(expected, {"s.t": [{"v": "y"}, {"d": "1.500", "v": "x"}, {"d": "1.50", "v": "x"}]},
-                   col_types=types) == []
-    diffs = compare(expected, {"s.t": [{"d": "1.5", "v": "x"}, {"d": None, "v": "y"}, {"d": None, "v": "y"}]},
-                    keys={"s.t": ()}, col_types=types)
-    assert diffs == ["s.t (no key): row {'d': None, 'v': 'y'} expected 1 times, got 2",
-                     "s.t (no key): row {'d': '1.5', 'v': 'x'} expected 2 times, got 1"]
+    assert (
+        compare(expected, {"s.t": [{"v": "y"}, {"d": "1.500", "v": "x"}, {"d": "1.50", "v": "x"}]}, col_types=types)
+        == []
+    )
+    diffs = compare(
+        expected,
+        {"s.t": [{"d": "1.5", "v": "x"}, {"d": None, "v": "y"}, {"d": None, "v": "y"}]},
+        keys={"s.t": ()},
+        col_types=types,
+    )
+    assert diffs == [
+        "s.t (no key): row {'d': None, 'v': 'y'} expected 1 times, got 2",
+        "s.t (no key): row {'d': '1.5', 'v': 'x'} expected 2 times, got 1",
+    ]
 
 
 def test_soak_reports_what_it_checked():
@@ -211,8 +236,9 @@ T = ("shop", "t")
 
 
 def ch(op, seq, before=None, after=None, changed=None, key=("id",)):
-    return Change(op=op, db=T[0], table=T[1], key_columns=key, before=before, after=after, changed=changed,
-                  seq=tuple(seq))
+    return Change(
+        op=op, db=T[0], table=T[1], key_columns=key, before=before, after=after, changed=changed, seq=tuple(seq)
+    )
 
 
 def rows_of(*changes):
@@ -256,10 +282,13 @@ def test_key_change_moves_the_row():
 def _dataworks_split(before, after, seq_id):
     ctx = DecodeContext(tables={"shop.t": TableSpec(key=("id",), columns={"id": "bigint", "v": "varchar(8)"})})
     dec = get_decoder("dataworks_kafka")
-    common = dict(db="shop", table="t", key_columns=("id",), col_types={"id": "bigint", "v": "varchar(8)"},
-                  seq=(seq_id,))
-    halves = [Change("DELETE", before=before, detail="UPDATE_BEFOR", **common),
-              Change("UPDATE", after=after, detail="UPDATE_AFTER", **common)]
+    common = dict(
+        db="shop", table="t", key_columns=("id",), col_types={"id": "bigint", "v": "varchar(8)"}, seq=(seq_id,)
+    )
+    halves = [
+        Change("DELETE", before=before, detail="UPDATE_BEFOR", **common),
+        Change("UPDATE", after=after, detail="UPDATE_AFTER", **common),
+    ]
     return [dec.decode(dec.encode(h, ctx), ctx)[0] for h in halves], dec, ctx
 
 
@@ -267,9 +296,21 @@ def _dataworks_split(before, after, seq_id):
 def test_key_change_as_dataworks_halves_in_either_order(order):
     (befor, after), dec, ctx = _dataworks_split({"id": "1", "v": "x"}, {"id": "2", "v": "y"}, 1620457642589000001)
     assert befor.seq == (1620457642589000001, 0) and after.seq == (1620457642589000001, 1)
-    insert = dec.decode(dec.encode(Change("INSERT", db="shop", table="t", key_columns=("id",),
-                                          col_types={"id": "bigint", "v": "varchar(8)"},
-                                          after={"id": "1", "v": "x"}, seq=(1620457642589000000,)), ctx), ctx)[0]
+    insert = dec.decode(
+        dec.encode(
+            Change(
+                "INSERT",
+                db="shop",
+                table="t",
+                key_columns=("id",),
+                col_types={"id": "bigint", "v": "varchar(8)"},
+                after={"id": "1", "v": "x"},
+                seq=(1620457642589000000,),
+            ),
+            ctx,
+        ),
+        ctx,
+    )[0]
     arrivals = [(befor, after)[i] for i in order]
     assert rows_of(*arrivals, insert) == [{"id": "2", "v": "y"}]
     # same key: UPDATE_AFTER arriving before its UPDATE_BEFOR is not deleted by it

@@ -1,21 +1,33 @@
 """Table names come from messages: they can neither leave the warehouse nor inject SQL."""
+
 from __future__ import annotations
 
+import itertools
 import os
 import re
 
 import pytest
-
-import itertools
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pipelines.warehouse import HASH_MARK, SourceTable, TableRef, Warehouse, quote_ident, safe_name
 
 HOSTILE = [
-    "shop.orders", "../../etc.passwd", "a/b.c", "x`; DROP TABLE y; --.t", "db.'quoted\"", "..", ".",
-    "tenant.db.table", "Ünïcode.名前", "a" * 2000, "db.t\u0000nul", "db. spaced name ", "_hidden.t", "a.b_c", "a_b.c",
+    "shop.orders",
+    "../../etc.passwd",
+    "a/b.c",
+    "x`; DROP TABLE y; --.t",
+    "db.'quoted\"",
+    "..",
+    ".",
+    "tenant.db.table",
+    "Ünïcode.名前",
+    "a" * 2000,
+    "db.t\u0000nul",
+    "db. spaced name ",
+    "_hidden.t",
+    "a.b_c",
+    "a_b.c",
 ]
 
 
@@ -52,14 +64,17 @@ def test_every_name_over_a_small_alphabet_has_its_own_mirror():
         assert mapped.setdefault(safe_name(name), name) == name, f"{name!r} and {mapped[safe_name(name)]!r} collide"
 
 
-@pytest.mark.parametrize("first, second", [
-    (("shop", "orders"), ("Shop", "Orders")),
-    (("a__b", "c"), ("a", "b__c")),
-    (("a.b", "c"), ("a", "b.c")),
-    (("a", "b", "c"), ("a.b", "c")),
-    (("pgdb", "public", "accounts"), ("pgdb", "audit", "accounts")),
-    (("pgdb", "public", "accounts"), ("pgdb", "accounts")),
-])
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        (("shop", "orders"), ("Shop", "Orders")),
+        (("a__b", "c"), ("a", "b__c")),
+        (("a.b", "c"), ("a", "b.c")),
+        (("a", "b", "c"), ("a.b", "c")),
+        (("pgdb", "public", "accounts"), ("pgdb", "audit", "accounts")),
+        (("pgdb", "public", "accounts"), ("pgdb", "accounts")),
+    ],
+)
 def test_named_collisions_of_the_issue_are_distinct(first, second):
     assert safe_name(first) != safe_name(second)
 
@@ -71,8 +86,10 @@ def test_a_crafted_plain_name_cannot_equal_a_hashed_one():
     assert safe_name(crafted) != hashed
 
 
-@given(st.lists(st.text(min_size=0, max_size=12), min_size=1, max_size=3),
-       st.lists(st.text(min_size=0, max_size=12), min_size=1, max_size=3))
+@given(
+    st.lists(st.text(min_size=0, max_size=12), min_size=1, max_size=3),
+    st.lists(st.text(min_size=0, max_size=12), min_size=1, max_size=3),
+)
 def test_safe_name_is_injective(a, b):
     if tuple(a) != tuple(b):
         assert safe_name(tuple(a)) != safe_name(tuple(b))

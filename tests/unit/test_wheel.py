@@ -6,6 +6,7 @@ imports every runtime module it carries in an isolated interpreter that sees onl
 wheel and site-packages, so nothing can come from the checkout or from ``pipelines.testing``.
 Runtime modules are discovered from the tree and the wheel, never listed here.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert built.returncode == 0, built.stdout + built.stderr
     (whl,) = out.glob("lakecdc-*.whl")
@@ -66,8 +69,9 @@ def _isolated(unpacked: Path, code: str) -> subprocess.CompletedProcess[str]:
     ``pipelines`` back to the checkout."""
     paths = [str(unpacked), *site.getsitepackages()]
     prelude = f"import sys\nsys.path[:0] = {paths[:1]!r}\nsys.path += {paths[1:]!r}\n"
-    return subprocess.run([sys.executable, "-I", "-S", "-c", prelude + code], capture_output=True, text=True,
-                          timeout=600, cwd=unpacked)
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", prelude + code], capture_output=True, text=True, timeout=600, cwd=unpacked
+    )
 
 
 def test_wheel_has_no_dev_tools(wheel_files):
@@ -75,8 +79,11 @@ def test_wheel_has_no_dev_tools(wheel_files):
 
 
 def test_wheel_has_every_runtime_module(wheel_files):
-    runtime = {p.relative_to(ROOT).as_posix() for p in (ROOT / "pipelines").rglob("*.py")
-               if not p.relative_to(ROOT).as_posix().startswith(DEV_TOOLS) and "__pycache__" not in p.parts}
+    runtime = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "pipelines").rglob("*.py")
+        if not p.relative_to(ROOT).as_posix().startswith(DEV_TOOLS) and "__pycache__" not in p.parts
+    }
     assert "pipelines/cli.py" in runtime
     assert sorted(runtime - set(wheel_files)) == []
 
@@ -118,10 +125,16 @@ def test_every_runtime_module_imports_from_the_wheel_alone(wheel_files, unpacked
     assert {"pipelines", "pipelines.cli", "pipelines.config", "pipelines.formats"} <= set(result["imported"])
 
 
-@pytest.mark.parametrize("argv", [["demo"], ["soak", "--format", "oms_canal"], ["kafka", "status"],
-                                  ["produce", "--format", "oms_canal", "--topic", "t"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo"],
+        ["soak", "--format", "oms_canal"],
+        ["kafka", "status"],
+        ["produce", "--format", "oms_canal", "--topic", "t"],
+    ],
+)
 def test_dev_commands_say_they_need_a_checkout(unpacked, argv):
     done = _isolated(unpacked, f"from pipelines.cli import main\nraise SystemExit(main({argv!r}))\n")
     assert done.returncode == 2, done.stderr
-    assert done.stderr.strip() == (f"lakecdc {argv[0]} is a dev tool: run it from a source checkout "
-                                   "(pip install -e .)")
+    assert done.stderr.strip() == (f"lakecdc {argv[0]} is a dev tool: run it from a source checkout (pip install -e .)")
