@@ -19,10 +19,15 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pipelines.config import KafkaSource, PipelineConfig, Source, resolve_secret
 from pipelines.formats import get_decoder
 from pipelines.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +75,7 @@ def _split_batches(binary_formats: frozenset[str], fmt: str):
     return split
 
 
-def landing_stream(spark, source: Source, max_files_per_trigger: int = 100):
+def landing_stream(spark: SparkSession, source: Source, max_files_per_trigger: int = 100) -> DataFrame:
     """Raw messages of a landing directory, as bronze rows (a streaming DataFrame)."""
     from pyspark.sql import functions as F
 
@@ -127,7 +132,7 @@ def kafka_options(kafka: KafkaSource) -> dict[str, str]:
     return opts
 
 
-def kafka_stream(spark, source: Source):
+def kafka_stream(spark: SparkSession, source: Source) -> DataFrame:
     from pyspark.sql import functions as F
 
     raw = spark.readStream.format("kafka").options(**kafka_options(source.kafka)).load()
@@ -149,12 +154,14 @@ def kafka_stream(spark, source: Source):
     )
 
 
-def ensure_bronze(spark, wh: Warehouse) -> None:
+def ensure_bronze(spark: SparkSession, wh: Warehouse) -> None:
     if not wh.bronze.exists(spark):
         wh.bronze.save(spark.createDataFrame([], BRONZE_DDL).write.format("delta").mode("append"))
 
 
-def start_bronze(spark, cfg: PipelineConfig, wh: Warehouse, source: Source, available_now: bool):
+def start_bronze(
+    spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, source: Source, available_now: bool
+) -> StreamingQuery:
     """One checkpointed stream per source, appending to the one bronze table."""
     ensure_bronze(spark, wh)
     stream = kafka_stream(spark, source) if source.kafka else landing_stream(spark, source)

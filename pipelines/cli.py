@@ -192,7 +192,7 @@ def _table_options(p: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- commands
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from pipelines.config import STAGES, load_config
     from pipelines.spark import get_spark
 
@@ -224,7 +224,7 @@ def _with_locations(cfg, args):
     return cfg
 
 
-def cmd_rebuild(args) -> int:
+def cmd_rebuild(args: argparse.Namespace) -> int:
     from pipelines.config import load_config
     from pipelines.runner import rebuild
     from pipelines.spark import get_spark
@@ -272,7 +272,7 @@ def _context_config(args, format_id: str, source_path: str | None = None):
     return replace(cfg, tables=tables, default_table=args.table or cfg.default_table, sources=sources)
 
 
-def cmd_decode(args) -> int:
+def cmd_decode(args: argparse.Namespace) -> int:
     """Decode each line to JSON lines of changes; a line that cannot be decoded (whatever the reason)
     prints one quarantine line, and decoding goes on with the next line."""
     from pipelines.formats import Reject, get_decoder
@@ -314,7 +314,7 @@ def cmd_decode(args) -> int:
     return 0
 
 
-def cmd_replay(args) -> int:
+def cmd_replay(args: argparse.Namespace) -> int:
     import hashlib
     import shutil
 
@@ -350,7 +350,7 @@ def cmd_replay(args) -> int:
     return 0
 
 
-def cmd_export(args) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
     from pipelines.export import export_warehouse
     from pipelines.spark import get_spark
     from pipelines.warehouse import Warehouse
@@ -364,7 +364,7 @@ def cmd_export(args) -> int:
     return 0
 
 
-def cmd_formats(args) -> int:
+def cmd_formats(args: argparse.Namespace) -> int:
     from pipelines.formats import get_decoder
 
     rows = []
@@ -386,7 +386,7 @@ def cmd_formats(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     if not _dev_tools_present("demo"):
         return 2
     from pipelines.spark import build_dir, get_spark
@@ -398,7 +398,7 @@ def cmd_demo(args) -> int:
     return run_demo(workdir, changes=args.changes, seed=args.seed, progress=_progress, kafka=args.kafka)
 
 
-def cmd_soak(args) -> int:
+def cmd_soak(args: argparse.Namespace) -> int:
     if not _dev_tools_present("soak"):
         return 2
     from pipelines.testing.simulator import soak
@@ -408,7 +408,7 @@ def cmd_soak(args) -> int:
     return 0 if report.ok and not report.truth_mismatches else 1
 
 
-def cmd_produce(args) -> int:
+def cmd_produce(args: argparse.Namespace) -> int:
     import os
     import time
 
@@ -444,7 +444,7 @@ def cmd_produce(args) -> int:
     return 0
 
 
-def cmd_dq(args) -> int:
+def cmd_dq(args: argparse.Namespace) -> int:
     from pipelines.quality.report import chart, report
     from pipelines.quality.storage import dq_dir
     from pipelines.spark import get_spark
@@ -459,7 +459,7 @@ def cmd_dq(args) -> int:
     return 0
 
 
-def cmd_kafka(args) -> int:
+def cmd_kafka(args: argparse.Namespace) -> int:
     if not _dev_tools_present("kafka"):
         return 2
     from pipelines.testing.kafka_broker import LocalBroker

@@ -8,16 +8,21 @@ as ISO-8601 UTC ending in ``Z``, zone-less DATETIME without a zone, TIME as
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pipelines.layout import SYSTEM_COLUMNS
 from pipelines.mirror_columns import SOURCE_TYPE_PREFIX, table_properties
 from pipelines.sql import export_expr
 from pipelines.values import INT64_MAX, INT64_MIN, family, parse_type, spark_type
 from pipelines.warehouse import TableRef, Warehouse
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 _INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
 
 
-def mirror_refs(spark, wh: Warehouse) -> dict[str, TableRef]:
+def mirror_refs(spark: SparkSession, wh: Warehouse) -> dict[str, TableRef]:
     """Mirror name → table, for every mirror in the warehouse."""
     out = {}
     for path in wh.mirror_paths():
@@ -30,7 +35,7 @@ def mirror_refs(spark, wh: Warehouse) -> dict[str, TableRef]:
     return out
 
 
-def export_table(spark, ref: TableRef, with_system_columns: bool = False) -> list[dict]:
+def export_table(spark: SparkSession, ref: TableRef, with_system_columns: bool = False) -> list[dict]:
     df = ref.read(spark)
     key = [k for k in table_properties(spark, ref).get("lakecdc.key", "").split(",") if k]
     fields = [f for f in df.schema.fields if with_system_columns or f.name not in SYSTEM_COLUMNS]
@@ -45,7 +50,7 @@ def export_table(spark, ref: TableRef, with_system_columns: bool = False) -> lis
     return rows
 
 
-def canonical_json_value(text: str | None, spark_type: str, comment: str):
+def canonical_json_value(text: str | None, spark_type: str, comment: str) -> object:
     if text is None:
         return None
     t = spark_type.lower()
@@ -79,7 +84,9 @@ def _sort_value(v):
             return (2, 0, str(v))
 
 
-def export_warehouse(spark, wh: Warehouse, table: str | None = None, with_system_columns: bool = False) -> dict:
+def export_warehouse(
+    spark: SparkSession, wh: Warehouse, table: str | None = None, with_system_columns: bool = False
+) -> dict:
     refs = mirror_refs(spark, wh)
     if table is not None:
         matches = {n: r for n, r in refs.items() if n.lower() == table.lower()}
@@ -89,7 +96,7 @@ def export_warehouse(spark, wh: Warehouse, table: str | None = None, with_system
     return {name: export_table(spark, ref, with_system_columns) for name, ref in sorted(refs.items())}
 
 
-def expected_value(text: str | None, source_type: str | None):
+def expected_value(text: str | None, source_type: str | None) -> object:
     """What ``export`` prints for a canonical value of a column of ``source_type``.
 
     Lets tests and the simulator compare a mirror with the reference model value for value: the

@@ -11,11 +11,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pipelines.bronze import start_bronze
 from pipelines.config import STAGES, PipelineConfig
 from pipelines.export import mirror_refs
-from pipelines.gold.schema import SOURCE_IDENTITY_PROPERTY
+from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
 from pipelines.gold.stage import GoldStats, source_table_col, start_gold
 from pipelines.mirror_columns import table_properties
 from pipelines.quality.checks import cdc_checks
@@ -23,6 +24,9 @@ from pipelines.quality.docs import build_data_docs
 from pipelines.quality.storage import write_results
 from pipelines.silver import start_silver
 from pipelines.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +44,7 @@ class RunSummary:
 
 
 def run_pipeline(
-    spark,
+    spark: SparkSession,
     cfg: PipelineConfig,
     stages: tuple[str, ...] = STAGES,
     available_now: bool = True,
@@ -100,7 +104,7 @@ def run_pipeline(
     return summary
 
 
-def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummary) -> None:
+def run_cdc_checks(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, summary: RunSummary) -> None:
     """The checks every mirror gets without configuration, after each run: key not NULL, key unique,
     freshness per source, and (while a mirror holds only full-load rows) reconciliation of its row
     count and checksum with the full load. Gold checks sequences and drift on every batch. All are
@@ -147,7 +151,7 @@ def run_cdc_checks(spark, cfg: PipelineConfig, wh: Warehouse, summary: RunSummar
     summary.data_docs = build_data_docs(warehouse=wh)
 
 
-def rebuild(spark, cfg: PipelineConfig, progress: Callable[[str], None] = lambda msg: None) -> RunSummary:
+def rebuild(spark: SparkSession, cfg: PipelineConfig, progress: Callable[[str], None] = lambda msg: None) -> RunSummary:
     """Silver and gold again from bronze: drop them and their checkpoints, then run both stages
     to the end. Deterministic decoding, ordering and idempotency ids make the rebuilt tables equal
     to the ones they replace (tests/spark/test_gold_vs_model.py checks it)."""

@@ -18,7 +18,8 @@ batch retried after a crash is never appended twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
 from pipelines.delta_writes import append_idempotent, quarantine_frame, run_id
@@ -27,6 +28,13 @@ from pipelines.formats.base import MAX_SEQ_DIGITS, ROW_OPS, check_changes
 from pipelines.layout import BRONZE_COLUMNS, CHANGE_FIELDS, CHANGES_COLUMNS, DDL_COLUMNS, DECODED_DDL, HEARTBEAT_COLUMNS
 from pipelines.spark_schema import arrow_schema_of
 from pipelines.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from pipelines.formats.base import Decoder
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +61,7 @@ def seq_text(seq: tuple[int, ...]) -> str:
     return ".".join(parts)
 
 
-def decode_message(decoder, raw: bytes | None, ctx: DecodeContext) -> list[Change]:
+def decode_message(decoder: Decoder, raw: bytes | None, ctx: DecodeContext) -> list[Change]:
     """Decode one message; any failure becomes Reject (a bug in a decoder must not stop the stream).
 
     The changes are checked before they leave (``formats.base.check_changes``): a name or value
@@ -124,7 +132,9 @@ def _silver_fields(ch: Change) -> dict:
     return out
 
 
-def make_decode_batches(contexts: dict[str, DecodeContext], default_ctx: DecodeContext):
+def make_decode_batches(
+    contexts: dict[str, DecodeContext], default_ctx: DecodeContext
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: bronze Arrow batches → silver Arrow batches.
 
     It never raises for a message: whatever goes wrong with one (a decoder bug, an unknown format
@@ -173,7 +183,7 @@ def _arrow_batch(messages: list[tuple[dict, list[dict]]]):
     return pa.RecordBatch.from_pylist(kept, schema=schema)
 
 
-def decode_frame(df, cfg: PipelineConfig):
+def decode_frame(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
     """Bronze DataFrame (batch or stream) → decoded silver rows of all four kinds."""
     formats = {s.format for s in cfg.sources} | set(cfg.format_options) | {"auto"}
     contexts = {fmt: cfg.decode_context(fmt) for fmt in formats}
@@ -189,7 +199,9 @@ def _event_time(col):
     return F.to_timestamp(col).alias("event_time")
 
 
-def write_silver_batch(spark, batch_df, batch_id: int, wh: Warehouse, app_id: str) -> dict[str, int]:
+def write_silver_batch(
+    spark: SparkSession, batch_df: DataFrame, batch_id: int, wh: Warehouse, app_id: str
+) -> dict[str, int]:
     """Append one decoded micro-batch to the four tables, each write idempotent by (app_id, batch_id)."""
     from pyspark.sql import functions as F
 
@@ -225,7 +237,7 @@ def write_silver_batch(spark, batch_df, batch_id: int, wh: Warehouse, app_id: st
         batch_df.unpersist()
 
 
-def ensure_silver(spark, wh: Warehouse) -> None:
+def ensure_silver(spark: SparkSession, wh: Warehouse) -> None:
     from pyspark.sql import functions as F
 
     empty = decode_frame_schema_only(spark)
@@ -240,11 +252,11 @@ def ensure_silver(spark, wh: Warehouse) -> None:
             wh.silver(name).save(frame.write.format("delta").mode("append"))
 
 
-def decode_frame_schema_only(spark):
+def decode_frame_schema_only(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], DECODED_DDL)
 
 
-def start_silver(spark, cfg: PipelineConfig, wh: Warehouse, available_now: bool):
+def start_silver(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, available_now: bool) -> StreamingQuery:
     ensure_silver(spark, wh)
     checkpoint = wh.checkpoint("silver", "decode")
     app_id = f"lakecdc-silver-{run_id(checkpoint)}"
@@ -258,7 +270,7 @@ def start_silver(spark, cfg: PipelineConfig, wh: Warehouse, available_now: bool)
     return writer.start()
 
 
-def reconcile(spark, wh: Warehouse) -> dict[str, int]:
+def reconcile(spark: SparkSession, wh: Warehouse) -> dict[str, int]:
     """messages in (bronze) vs messages accounted for in silver, per kind."""
     bronze = wh.bronze.read(spark).count()
     out = {"bronze_messages": bronze}

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def _split_top(text: str) -> list[str]:
@@ -62,7 +66,7 @@ def _field(text: str):
 
 
 @cache
-def arrow_schema_of(ddl: str):
+def arrow_schema_of(ddl: str) -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema([_field(f) for f in _split_top(ddl)])

@@ -40,7 +40,9 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from pipelines.errors import InvalidValue, Reject
-from pipelines.formats.base import MAX_TYPE_CHARS
+
+#: Longest type name accepted (a longer one is Reject): far above any real ``enum(...)``.
+MAX_TYPE_CHARS = 1024
 
 EPOCH_DATE = date(1970, 1, 1)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

@@ -24,8 +24,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines.sql import q as quote_ident
+
+if TYPE_CHECKING:
+    from delta.tables import DeltaTable
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+    from pipelines.config import PipelineConfig
 
 #: A part that maps to itself: lowercase letters and digits, single ``_`` inside (never ``__``).
 _PLAIN_PART = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
@@ -101,34 +109,34 @@ class TableRef:
             return "delta." + quote_ident(self.path)
         return ".".join(quote_ident(p) for p in self.name.split("."))
 
-    def exists(self, spark) -> bool:
+    def exists(self, spark: SparkSession) -> bool:
         from delta.tables import DeltaTable
 
         if self.path is not None:
             return DeltaTable.isDeltaTable(spark, self.path)
         return spark.catalog.tableExists(self.name)
 
-    def delta(self, spark):
+    def delta(self, spark: SparkSession) -> DeltaTable:
         from delta.tables import DeltaTable
 
         return DeltaTable.forPath(spark, self.path) if self.path is not None else DeltaTable.forName(spark, self.name)
 
-    def read(self, spark):
+    def read(self, spark: SparkSession) -> DataFrame:
         reader = spark.read.format("delta")
         return reader.load(self.path) if self.path is not None else reader.table(self.name)
 
-    def read_stream(self, spark, **options):
+    def read_stream(self, spark: SparkSession, **options: str) -> DataFrame:
         reader = spark.readStream.format("delta").options(**options)
         return reader.load(self.path) if self.path is not None else reader.table(self.name)
 
-    def save(self, writer) -> None:
+    def save(self, writer: DataFrameWriter) -> None:
         """Finish a DataFrameWriter (format and mode already set)."""
         if self.path is not None:
             writer.save(self.path)
         else:
             writer.saveAsTable(self.name)
 
-    def start_stream(self, writer):
+    def start_stream(self, writer: DataStreamWriter) -> StreamingQuery:
         return writer.start(self.path) if self.path is not None else writer.toTable(self.name)
 
 
@@ -145,7 +153,7 @@ class Warehouse:
         self.checkpoint_root = checkpoints or f"{self.root}/_checkpoints"
 
     @classmethod
-    def from_config(cls, cfg) -> Warehouse:
+    def from_config(cls, cfg: PipelineConfig) -> Warehouse:
         return cls(cfg.warehouse, cfg.catalog, cfg.schema, cfg.checkpoints)
 
     def _ref(self, layer: str, name: str) -> TableRef:
@@ -180,12 +188,12 @@ class Warehouse:
             return TableRef(name=f"{self.catalog}.{self.schema}.gold_{kind}_{safe_name(mirror_name)}")
         return TableRef(path=f"{self.root}/gold/_{kind}/{safe_name(mirror_name)}")
 
-    def derived(self, spark) -> list[str]:
+    def derived(self, spark: SparkSession) -> list[str]:
         """What a rebuild drops: the silver and gold tables and their checkpoints (bronze stays)."""
         tables, paths = self._derived(spark)
         return [t.name for t in tables] + paths
 
-    def drop_derived(self, spark) -> list[str]:
+    def drop_derived(self, spark: SparkSession) -> list[str]:
         """Drop silver, gold and their checkpoints; returns what was dropped."""
         import shutil
 

@@ -9,6 +9,9 @@ the Spark silver job, so each format has exactly one definition.
 
 Canonical values (the text every decoder must produce for each column, whatever
 the vendor wrote) are defined in :mod:`pipelines.values`.
+
+Longer than 400 lines because the decoder contract and the exact JSON reader every text
+format uses (duplicate keys, depth, width, numbers kept as text) are defined together.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pipelines.errors import InvalidValue, Reject
+from pipelines.values import MAX_TYPE_CHARS
 
 #: Row-change operations that go to the ``changes`` table.
 ROW_OPS = ("INSERT", "UPDATE", "DELETE", "SNAPSHOT", "TRUNCATE")
@@ -42,8 +46,6 @@ DEFAULT_MAX_WIDTH = 100_000
 DEFAULT_MAX_ELEMENTS = 1_000_000
 #: Longest ordering component: silver sorts sequences as 20-digit zero-padded text.
 MAX_SEQ_DIGITS = 20
-#: Longest type name accepted (a longer one is Reject): far above any real ``enum(...)``.
-MAX_TYPE_CHARS = 1024
 
 
 class Image(dict):
@@ -161,6 +163,8 @@ class Change:
             )
         if self.op == "DDL":
             out["ddl"] = self.ddl
+        if self.invalid:
+            out["invalid"] = self.invalid
         out.update(seq=list(self.seq), event_time=self.event_time, txn=self.txn, detail=self.detail)
         return out
 

@@ -16,6 +16,7 @@ Quirks:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pipelines.formats._canal_family import _SAFETY_NET, RowCodec, check_key, epoch_seconds_text, overlay_before
@@ -91,7 +92,9 @@ class MaxwellDecoder(RowCodec, JsonDecoder):
             Change(op, key_columns=key, before=before, after=after, col_types={**types, **overrides} or None, **common)
         ]
 
-    def canon_row(self, row, types, ctx, what, overrides):
+    def canon_row(
+        self, row: Any, types: Mapping[str, str], ctx: DecodeContext, what: str, overrides: dict[str, str]
+    ) -> dict[str, str | None]:
         if row is None:
             raise Reject(f"missing field '{what}'")
         return super().canon_row(row, types, ctx, what, overrides)

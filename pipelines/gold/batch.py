@@ -16,7 +16,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from pipelines.delta_writes import append_idempotent, idempotent_dml
-from pipelines.gold.schema import MirrorIdentity
+from pipelines.gold.identity import MirrorIdentity
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -31,6 +31,9 @@ The last four follow the table's ``schema_changes`` policy:
 * ``ignore``: the mirror keeps its shape. Values convert to the mirror's type (one that does not
   fit is quarantined, as always); a dropped column keeps the values it had and full images no
   longer write it (rows inserted later read NULL there).
+
+Longer than 400 lines because every schema-change decision of the table above is made in one
+place (:class:`SchemaEvolution`), next to the type relations it uses.
 """
 
 from __future__ import annotations
@@ -42,17 +45,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pipelines.config import DEFAULT_SCHEMA_POLICY
+from pipelines.gold.identity import COLUMN_MAPPING, SOURCE_IDENTITY_PROPERTY, MirrorIdentity
 from pipelines.layout import LINEAGE_DDL, ROW_ID_COLUMN, SYSTEM_COLUMNS
 from pipelines.mirror_columns import SOURCE_TYPE_PREFIX, TEXT_SOURCE_TYPE, column_ddl, mirror_schema
 from pipelines.sql import FULL_IMAGE_SQL, export_expr, lit, q
 from pipelines.values import spark_type
-from pipelines.warehouse import HASH_MARK, safe_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pipelines.warehouse import TableRef
 
 log = logging.getLogger(__name__)
 
@@ -141,66 +142,6 @@ def fits(new: str, old: str) -> bool:
 
 
 # ---------------------------------------------------------------- shaping the mirror
-
-
-@dataclass
-class MirrorIdentity:
-    """Which mirror a source table goes to: its tables, and the schema policy it follows.
-
-    ``source_key`` is the source table's exact identity (JSON ``[db, schema, table]`` as silver's
-    rows give it); the mirror records it as ``lakecdc.source_identity`` and gold refuses to write a
-    mirror that records another (:func:`identity_conflict`). ``name_parts`` is the mirror's name
-    as parts; its file and catalog name is :func:`~pipelines.warehouse.safe_name` of them.
-    """
-
-    source_table: str  # the source table for people: db.schema.table
-    mirror_name: str  # the mirror for people: the configured target, else the source table's name
-    ref: TableRef
-    tombstones: TableRef
-    policy: str = DEFAULT_SCHEMA_POLICY
-    source_key: str = ""
-    name_parts: tuple[str, ...] = ()
-
-    @property
-    def slug(self) -> str:
-        """The mirror's name in paths and catalog names: one per mirror."""
-        return safe_name(self.name_parts or self.mirror_name)
-
-    @property
-    def stamp_name(self) -> str:
-        """The mirror's name in write stamps: its dotted name where that is plain (the stamps written
-        before identities, so a retried batch stays recognised), else its slug, so two source tables
-        whose names read alike (``a.b`` + ``c``, ``a`` + ``b.c``) never share a stamp on the
-        quarantine table. Plain dotted names hold no ``___``, hashed slugs always do."""
-        return self.slug if HASH_MARK in self.slug else self.mirror_name
-
-
-#: The table property that records which source table a mirror holds.
-SOURCE_IDENTITY_PROPERTY = "lakecdc.source_identity"
-#: Every table gold creates keeps source column names as they are (spaces, dots, backticks, ``$% ^,& *(``).
-COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
-
-
-def identity_conflict(ident: MirrorIdentity, props: dict[str, str] | None) -> str | None:
-    """Why this source table may not write the existing mirror (None: it may).
-
-    A mirror written before identities were recorded is adopted when its recorded source name is
-    this table's name."""
-    if props is None:
-        return None
-    recorded = props.get(SOURCE_IDENTITY_PROPERTY)
-    if recorded is not None:
-        if json.loads(recorded) == json.loads(ident.source_key):
-            return None
-        holder = ".".join(p for p in json.loads(recorded) if p is not None)
-    else:
-        holder = props.get("lakecdc.source_table", "")
-        if holder == ident.source_table:
-            return None
-    return (
-        f"mirror {ident.mirror_name!r} ({ident.slug}) already holds source table {holder!r}; source table "
-        f"{ident.source_table!r} may not write it (give one of them its own tables.<name>.target)"
-    )
 
 
 def shape_mirror(
@@ -473,7 +414,13 @@ class SchemaEvolution:
             column, metadata={"comment": SOURCE_TYPE_PREFIX + TEXT_SOURCE_TYPE}
         )
         rewritten = df.withColumn(column, text)  # one commit: the values and the comment together
+        # Under column mapping Delta refuses a schema-changing overwrite while the change data feed is on
+        # (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION). The rewrite is a schema change, which stops a
+        # feed reader anyway, so the feed is paused around this one commit (a crash in between leaves it
+        # paused, and the rerun of the batch, finding the column still typed, does the same again).
+        self._alter("SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')")
         self.ident.ref.save(rewritten.write.format("delta").mode("overwrite").option("overwriteSchema", "true"))
+        self._alter("SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
         self.shape.columns[column], self.spark_types[column] = TEXT_SOURCE_TYPE, "string"
 
     def _remember(self) -> None:

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 from pipelines.config import PipelineConfig, TableConfig
 from pipelines.delta_writes import quarantine_frame, run_id
 from pipelines.gold.batch import BatchContext, GoldStats, Step
+from pipelines.gold.identity import MirrorIdentity, identity_conflict
 from pipelines.gold.keyed import apply_keyed
 from pipelines.gold.multiset import apply_multiset
 from pipelines.gold.order import with_order
 from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch
-from pipelines.gold.schema import MirrorIdentity, identity_conflict, shape_mirror
+from pipelines.gold.schema import shape_mirror
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY, apply_truncate
 from pipelines.gold.validate import check_changes, quarantine_misfits, rename_columns
 from pipelines.mirror_columns import table_properties

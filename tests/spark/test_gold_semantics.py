@@ -265,7 +265,7 @@ def test_the_batch_profile_costs_the_same_jobs_for_one_table_or_many(spark, tmp_
     profiles = {}
     jobs_one = _jobs(spark, lambda: profiles.update(one=profile_batch(one)), f"profile-one-{tmp_path.name}")
     jobs_six = _jobs(spark, lambda: profiles.update(six=profile_batch(six)), f"profile-six-{tmp_path.name}")
-    assert sorted(profiles["six"]) == [f"shop.t{i}" for i in range(6)]
+    assert sorted(p.source.name for p in profiles["six"].values()) == [f"shop.t{i}" for i in range(6)]
     assert all(p.key == ("id",) and set(p.columns) == {"id", "a"} for p in profiles["six"].values())
     assert sum(p.changes for p in profiles["six"].values()) == 12
     assert jobs_one == jobs_six, (jobs_one, jobs_six)

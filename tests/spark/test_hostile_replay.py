@@ -14,6 +14,7 @@ import yaml
 
 from pipelines.cli import main
 from pipelines.warehouse import Warehouse, safe_name
+from tests.conftest import SEEDS_FIXTURES
 
 LONG_BYTES = bytes(range(256)) * 2  # 512 bytes: Spark's chunked base64 would break it every 76 chars
 HOSTILE_COLUMNS = ["a`b", "$% ^,& *(", "x.y", "名前", "sp ace"]
@@ -72,6 +73,12 @@ def traffic() -> tuple[list[bytes], dict[tuple, int]]:
     types = {"id": "bigint", **{c: "varchar(64)" for c in HOSTILE_COLUMNS}, "born": "datetime", "blob": "blob"}
     lines.append(canal("hostile", "cols", [row], es=es, id_=es, types=types))
     expect[("hostile", None, "cols")] = 1
+    # under invalid_values: quarantine (this table's setting) a zero date sends its change to quarantine
+    es += 1
+    lines.append(
+        canal("strict", "t", [{"id": "1", "born": "0000-00-00"}], es=es, id_=es, types={"id": "bigint", "born": "date"})
+    )
+    expect[("strict", None, "t")] = 0
     # a NULL key goes to quarantine, the good row beside it applies
     es += 1
     lines.append(canal("nk", "t", [{"id": None, "v": "lost key"}], es=es, id_=es))
@@ -101,7 +108,11 @@ def test_hostile_replay(spark, tmp_path, capsys):
     conf = tmp_path / "conf.yaml"
     conf.write_text(
         yaml.safe_dump(
-            {"quality_checks": False, "sources": [{"name": "unused", "format": "oms_canal", "path": "/nonexistent"}]}
+            {
+                "quality_checks": False,
+                "sources": [{"name": "unused", "format": "oms_canal", "path": "/nonexistent"}],
+                "tables": {"strict.t": {"invalid_values": "quarantine"}},
+            }
         )
     )
     before = {p for p in Path("/").glob("*")}
@@ -114,6 +125,18 @@ def test_hostile_replay(spark, tmp_path, capsys):
     )
     printed = capsys.readouterr().out
     assert f"{len(lines)} messages in bronze" in printed
+
+    # GaussDB (PostgreSQL) schemas are part of the name: public.accounts and audit.accounts are two mirrors
+    seed = (SEEDS_FIXTURES / "drs_gaussdb.jsonl").read_bytes().split(b"\n")
+    gauss = next(line for line in seed if b'"opType": "INSERT"' in line)
+    gauss_lines = [gauss.replace(b'"schema01"', b'"public"'), gauss.replace(b'"schema01"', b'"audit"')]
+    gauss_file = tmp_path / "gauss.jsonl"
+    gauss_file.write_bytes(b"\n".join(gauss_lines) + b"\n")
+    replay = ["replay", "--format", "drs_gaussdb", "--input", str(gauss_file), "--warehouse", str(wh_dir)]
+    assert main([*replay, "--conf", str(conf)]) == 0
+    for schema in ("public", "audit"):
+        expect[("database01", schema, "table01")] = 1
+    lines += gauss_lines
 
     wh = Warehouse(str(wh_dir))
     # counts reconcile: every message is a change, heartbeat, DDL or quarantined
@@ -146,6 +169,7 @@ def test_hostile_replay(spark, tmp_path, capsys):
     assert [r["v"] for r in mirrors[("nk", None, "t")].collect()] == ["kept"]
     reasons = [r["reason"] for r in wh.silver("quarantine").read(spark).where("stage = 'gold'").collect()]
     assert any("NULL" in r and "id" in r for r in reasons), reasons
+    assert any("invalid_values: quarantine" in r and "0000-00-00" in r for r in reasons), reasons
 
     # the zero date left a data-quality record naming table, column and raw value
     dq = spark.read.format("delta").load(str(wh_dir / "dq" / "dq_results"))

@@ -82,12 +82,12 @@ def test_mirror():
     keyed_update = json.loads(LINES[0])
     keyed_update["pkNames"] = ["smallint_column"]  # noqa: E702
     changes = [c for raw in (LINES[1], json.dumps(keyed_update).encode()) for c in decode(raw)]
-    assert MirrorModel().add_all(changes).rows("database01.table01") == [NEW]
+    assert MirrorModel().add_all(changes).rows("database01.schema01.table01") == [NEW]
     changes += decode(LINES[2])
-    assert MirrorModel().add_all(changes).rows("database01.table01") == []
+    assert MirrorModel().add_all(changes).rows("database01.schema01.table01") == []
     # keyless (the seed's own pkNames null): the update replaces the equal row
     keyless = [Change(op="INSERT", db="database01", table="table01", after=OLD, seq=(1,)), *decode(LINES[0])]
-    assert MirrorModel().add_all(keyless).rows("database01.table01") == [NEW]
+    assert MirrorModel().add_all(keyless).rows("database01.schema01.table01") == [NEW]
 
 
 def _one(pg_type: str, value) -> bytes:

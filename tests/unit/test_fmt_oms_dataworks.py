@@ -141,7 +141,7 @@ def test_mirror():
     assert MirrorModel().add_all(changes).rows("db.tab") == []
     [row] = MirrorModel().add_all(changes[:2]).rows("db.tab")
     assert row["string"] == "hello world 2020" and row["bigInt"] == "10223372036854775806"
-    assert MirrorModel().add_all(changes).rows("myDatabase.tableName") == [
+    assert MirrorModel().add_all(changes).rows("myDatabase.mySchema.tableName") == [  # Oracle: the schema names it too
         {"id": "222", "name": "donald", "mydata": "d29ybGQ=", "ts": "2020-05-24T10:14:29"}
     ]
 

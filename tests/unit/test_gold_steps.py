@@ -7,7 +7,7 @@ attempt, so a renamed step would apply a batch twice in a warehouse written befo
 from __future__ import annotations
 
 from pipelines.gold.batch import BatchContext, GoldStats, Step
-from pipelines.gold.schema import MirrorIdentity
+from pipelines.gold.identity import MirrorIdentity
 
 
 def test_every_step_keeps_its_stored_stamp():

@@ -203,3 +203,22 @@ def test_the_checker_sees_a_hidden_cycle(tmp_path, monkeypatch):
     finally:
         GRAPH.clear()
         GRAPH.update(GRAPH_BACKUP)
+
+
+def test_public_runtime_functions_have_type_hints():
+    """Every public function and method of the runtime says what it takes and returns."""
+    missing = []
+    for module, path in MODULES.items():
+        if is_dev(module):
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            functions = [node]
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                functions = [n for n in node.body if isinstance(n, ast.FunctionDef)]
+            for fn in functions:
+                if not isinstance(fn, ast.FunctionDef) or fn.name.startswith("_"):
+                    continue
+                args = [a for a in fn.args.args + fn.args.kwonlyargs if a.arg not in ("self", "cls")]
+                if any(a.annotation is None for a in args) or fn.returns is None:
+                    missing.append(f"{module}.{fn.name}")
+    assert missing == []

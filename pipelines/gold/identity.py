@@ -1,0 +1,79 @@
+"""Which mirror a source table writes, and the guard that keeps two source tables out of one mirror.
+
+A source table is its exact identity (:class:`~pipelines.warehouse.SourceTable`); its mirror's file
+and catalog name is :func:`~pipelines.warehouse.safe_name`, injective over names. A mirror records
+the identity it holds (``lakecdc.source_identity``), and :func:`identity_conflict` refuses any other
+source table, such as two configured ``target`` names alike.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pipelines.config import DEFAULT_SCHEMA_POLICY
+from pipelines.warehouse import HASH_MARK, safe_name
+
+if TYPE_CHECKING:
+    from pipelines.warehouse import TableRef
+
+
+@dataclass
+class MirrorIdentity:
+    """Which mirror a source table goes to: its tables, and the schema policy it follows.
+
+    ``source_key`` is the source table's exact identity (JSON ``[db, schema, table]`` as silver's
+    rows give it); the mirror records it as ``lakecdc.source_identity`` and gold refuses to write a
+    mirror that records another (:func:`identity_conflict`). ``name_parts`` is the mirror's name
+    as parts; its file and catalog name is :func:`~pipelines.warehouse.safe_name` of them.
+    """
+
+    source_table: str  # the source table for people: db.schema.table
+    mirror_name: str  # the mirror for people: the configured target, else the source table's name
+    ref: TableRef
+    tombstones: TableRef
+    policy: str = DEFAULT_SCHEMA_POLICY
+    source_key: str = ""
+    name_parts: tuple[str, ...] = ()
+
+    @property
+    def slug(self) -> str:
+        """The mirror's name in paths and catalog names: one per mirror."""
+        return safe_name(self.name_parts or self.mirror_name)
+
+    @property
+    def stamp_name(self) -> str:
+        """The mirror's name in write stamps: its dotted name where that is plain (the stamps written
+        before identities, so a retried batch stays recognised), else its slug, so two source tables
+        whose names read alike (``a.b`` + ``c``, ``a`` + ``b.c``) never share a stamp on the
+        quarantine table. Plain dotted names hold no ``___``, hashed slugs always do."""
+        return self.slug if HASH_MARK in self.slug else self.mirror_name
+
+
+#: The table property that records which source table a mirror holds.
+SOURCE_IDENTITY_PROPERTY = "lakecdc.source_identity"
+#: Every table gold creates keeps source column names as they are (spaces, dots, backticks, ``$% ^,& *(``).
+COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
+
+
+def identity_conflict(ident: MirrorIdentity, props: dict[str, str] | None) -> str | None:
+    """Why this source table may not write the existing mirror (None: it may).
+
+    A mirror written before identities were recorded is adopted when its recorded source name is
+    this table's name."""
+    if props is None:
+        return None
+    recorded = props.get(SOURCE_IDENTITY_PROPERTY)
+    if recorded is not None:
+        if json.loads(recorded) == json.loads(ident.source_key):
+            return None
+        holder = ".".join(p for p in json.loads(recorded) if p is not None)
+    else:
+        holder = props.get("lakecdc.source_table", "")
+        if holder == ident.source_table:
+            return None
+    return (
+        f"mirror {ident.mirror_name!r} ({ident.slug}) already holds source table {holder!r}; source table "
+        f"{ident.source_table!r} may not write it (give one of them its own tables.<name>.target)"
+    )
