@@ -14,6 +14,7 @@ mirror after the merge (:func:`check_mirror`); they can warn or fail, there is n
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,22 +133,8 @@ def check_batch(
     runnable = [r for r in rules if r.column in cols]
     failures: list[str] = []
     for r in missing:
-        msg = f"column {r.column!r} is not a column of {table}"
-        out.results.append(
-            result_row(
-                run_id,
-                batch_id,
-                table,
-                r.name,
-                expectation_type(r),
-                r.action,
-                False,
-                None,
-                None,
-                json.dumps({"error": msg}),
-                checked_at,
-            )
-        )
+        msg, row = _missing_column(run_id, batch_id, table, r, r.column, checked_at)
+        out.results.append(row)
         out.warnings.append(f"{table}: rule {r.name}: {msg}")
         if r.action == "fail":
             failures.append(f"data quality check {r.name!r} failed on table {table}: {msg}")
@@ -300,22 +287,8 @@ def check_mirror(
     for r in rules:
         absent = [c for c in r.columns if c not in mirror_df.columns]
         if absent:
-            msg = f"column {absent[0]!r} is not a column of {table}"
-            rows.append(
-                result_row(
-                    run_id,
-                    batch_id,
-                    table,
-                    r.name,
-                    expectation_type(r),
-                    r.action,
-                    False,
-                    None,
-                    None,
-                    json.dumps({"error": msg}),
-                    utc_now(),
-                )
-            )
+            msg, row = _missing_column(run_id, batch_id, table, r, absent[0], utc_now())
+            rows.append(row)
             if r.action == "fail":
                 raise QualityFailure(f"data quality check {r.name!r} failed on table {table}: {msg}", rows)
             continue
@@ -325,3 +298,24 @@ def check_mirror(
     except QualityFailure as exc:
         raise QualityFailure(str(exc), rows + exc.results) from None
     return rows
+
+
+def _missing_column(
+    run_id: str, batch_id: int, table: str, rule: Rule, column: str, checked_at: _dt.datetime
+) -> tuple[str, dict]:
+    """A rule that names a column the table lacks: the error, and its failed ``dq_results`` row."""
+    msg = f"column {column!r} is not a column of {table}"
+    row = result_row(
+        run_id,
+        batch_id,
+        table,
+        rule.name,
+        expectation_type(rule),
+        rule.action,
+        False,
+        None,
+        None,
+        json.dumps({"error": msg}),
+        checked_at,
+    )
+    return msg, row

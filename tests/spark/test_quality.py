@@ -149,6 +149,20 @@ def test_fail_raises_naming_table_rule_and_five_examples(spark):
     assert info.value.results and info.value.results[0]["success"] is False
 
 
+def test_a_rule_on_a_missing_column_is_a_failed_result_naming_it(spark):
+    """Batch and mirror rules share one error row; ``fail`` raises with the same message."""
+    warn = parse_expectations([{"name": "ghost", "expect": "not_null", "column": "nope", "action": "warn"}], "t")
+    typed = spark.createDataFrame(
+        [(1, "INSERT", "pos1", 0)], "id BIGINT, op STRING, bronze_position STRING, change_index INT"
+    )
+    [row] = [r for r in check_batch(spark, TABLE, typed, warn, "run1", 4).results if r["expectation"] == "ghost"]
+    assert row["success"] is False and "'nope' is not a column of shop.orders" in row["details"]
+    fail = parse_expectations([{"name": "ghost", "expect": "unique", "column": "nope", "action": "fail"}], "t")
+    with pytest.raises(QualityFailure, match="'nope' is not a column of shop.orders") as info:
+        check_mirror(spark, TABLE, typed, fail, "run1", 4)
+    assert info.value.results[0]["details"] == row["details"]
+
+
 def test_mirror_rules_unique_and_row_count(spark):
     mirror = spark.createDataFrame([(1, "a"), (2, "a"), (3, "b")], "id BIGINT, status STRING")
     warn = parse_expectations(
