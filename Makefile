@@ -46,3 +46,10 @@ fuzz: setup          ## fuzz every decoder and the silver batch longer than CI d
 .PHONY: test-airflow
 test-airflow:        ## the Airflow DAGs in a real DagBag, in their own virtualenv (build/airflow-venv; not .venv)
 	bash scripts/airflow_check.sh
+
+.PHONY: bench bench-quick
+bench: setup         ## the benchmark at full sizes (hours on 2 cores): build/bench/results.json + PNG charts, a table of figures
+	$(VENV)/bin/python -m bench
+
+bench-quick: setup   ## the benchmark at about 1% of the sizes (a few minutes): proves the harness runs
+	$(VENV)/bin/python -m bench --quick

@@ -11,6 +11,8 @@ import importlib.util
 import json
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pipelines import __version__
@@ -21,6 +23,32 @@ log = logging.getLogger("lakecdc")
 
 def _progress(message: str) -> None:
     print(f"[lakecdc] {message}", file=sys.stderr, flush=True)
+
+
+def _reporter(is_tty: bool | None = None):
+    """Per-batch progress: printed by :func:`_progress` when stderr is a terminal, else only logged (INFO)."""
+    from pipelines.progress import ProgressReporter
+
+    return ProgressReporter(emit=_progress, is_tty=sys.stderr.isatty() if is_tty is None else is_tty)
+
+
+@contextmanager
+def _batch_progress(spark, enabled: bool = True) -> Iterator:
+    """Report each micro-batch of the streams run inside the block (rows, batches, lag). Yields the stage
+    printer to give the runner: it prints a stage's batches before the stage's next line. A continuous run
+    (``enabled`` false) reports its batches itself."""
+    from pipelines.progress import batch_progress
+
+    if not enabled:
+        yield _progress
+        return
+    with batch_progress(spark, _reporter()) as listener:
+
+        def stage_line(message: str) -> None:
+            listener.drain()
+            _progress(message)
+
+        yield stage_line
 
 
 def _dev_tools_present(command: str) -> bool:
@@ -82,16 +110,32 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
     r.add_argument("--stage", choices=["bronze", "silver", "gold", "all"], default="all")
     r.add_argument("--once", action="store_true", help="run until caught up, then stop (availableNow)")
-    for name, what in (
-        ("catalog", "Unity Catalog catalog (with --schema)"),
-        ("schema", "schema of the tables"),
-        ("checkpoints", "checkpoint location (a volume path on Databricks)"),
-    ):
-        r.add_argument(
-            f"--{name}", help=f"{what}, over the configuration's; each Databricks bundle target passes its own"
-        )
+    _location_options(r)
     _master_option(r)
     r.set_defaults(func=cmd_run)
+
+    st = sub.add_parser(
+        "status",
+        help="queue lag and freshness per source; rows, last change, quarantine and last DQ run per mirror; "
+        "exit 1 when a threshold is breached",
+    )
+    st.add_argument("--conf", required=True, help="pipeline YAML (thresholds: its status: section)")
+    st.add_argument("--json", action="store_true", help="print one JSON document instead of the tables")
+    st.add_argument(
+        "--max-lag-seconds",
+        type=_positive_seconds,
+        metavar="N",
+        help="exit 1 when a source's oldest unread message or landing file is older (over status.max_lag_seconds)",
+    )
+    st.add_argument(
+        "--max-staleness-seconds",
+        type=_positive_seconds,
+        metavar="N",
+        help="exit 1 when a source's newest change or heartbeat is older (over status.max_staleness_seconds)",
+    )
+    _location_options(st)
+    _master_option(st)
+    st.set_defaults(func=cmd_status)
 
     rb = sub.add_parser("rebuild", help="drop silver and gold (tables and checkpoints) and rebuild them from bronze")
     rb.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
@@ -126,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_replay)
 
     e = sub.add_parser("export", help="print mirrors as one JSON object of canonical rows sorted by primary key")
-    e.add_argument("--warehouse", required=True)
+    _warehouse_options(e)
     e.add_argument("--table", help="only this mirror (db.table)")
     e.add_argument("--with-system-columns", action="store_true", help="include lineage columns (_seq, _op, ...)")
     _master_option(e)
@@ -144,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="long randomized check: simulator → encode → deliver (duplicates, partitions) "
         "→ decode → reference model, against the source tables (dev tool)",
     )
-    so.add_argument("--format", required=True, choices=ALL_FORMAT_IDS[:-2], metavar="FORMAT")
+    so.add_argument("--format", required=True, choices=[f for f in ALL_FORMAT_IDS if f != "auto"], metavar="FORMAT")
     so.add_argument("--changes", type=int, default=100_000)
     so.add_argument("--seed", type=int, default=1)
     so.set_defaults(func=cmd_soak)
@@ -152,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser(
         "produce", help="publish the simulator's CDC traffic to a Kafka topic, keyed by primary key (dev tool)"
     )
-    pr.add_argument("--format", required=True, choices=ALL_FORMAT_IDS[:-2], metavar="FORMAT")
+    pr.add_argument("--format", required=True, choices=[f for f in ALL_FORMAT_IDS if f != "auto"], metavar="FORMAT")
     pr.add_argument("--topic", required=True)
     pr.add_argument("--changes", type=int, default=1000)
     pr.add_argument("--rate", type=float, help="messages per second (default: as fast as possible)")
@@ -160,10 +204,18 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--bootstrap", help="bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS, else the local broker)")
     pr.set_defaults(func=cmd_produce)
 
-    q = sub.add_parser("dq", help="data quality: summary table and chart of the dq_results of a warehouse")
-    q.add_argument("action", choices=["report"])
-    q.add_argument("--warehouse", required=True)
-    q.add_argument("--chart", help="where to write the PNG chart (default: <warehouse>/dq/dq_chart.png)")
+    q = sub.add_parser(
+        "dq",
+        help="data quality: `report` (summary table and chart of dq_results), `check` (run the built-in "
+        "checks on every mirror now; exit 1 when one fails)",
+    )
+    q.add_argument("action", choices=["report", "check"])
+    _warehouse_options(q)
+    q.add_argument(
+        "--chart",
+        help="where `report` writes the PNG chart (default: <warehouse>/dq/dq_chart.png; dq_chart.png with a catalog)",
+    )
+    _master_option(q)
     q.set_defaults(func=cmd_dq)
 
     f = sub.add_parser("formats", help="list the supported formats: ordering, table and key, types, quirks")
@@ -179,6 +231,37 @@ def _master_option(p: argparse.ArgumentParser) -> None:
         help="Spark master, e.g. spark://host:7077 (default: spark-submit's, else $SPARK_MASTER, else "
         "spark.master in spark-defaults.conf, else the embedded local[2])",
     )
+
+
+def _location_options(p: argparse.ArgumentParser) -> None:
+    for name, what in (
+        ("catalog", "Unity Catalog catalog (with --schema)"),
+        ("schema", "schema of the tables"),
+        ("checkpoints", "checkpoint location (a volume path on Databricks)"),
+    ):
+        p.add_argument(
+            f"--{name}", help=f"{what}, over the configuration's; each Databricks bundle target passes its own"
+        )
+
+
+def _warehouse_options(p: argparse.ArgumentParser) -> None:
+    """Exactly one of --warehouse (a local directory) and --conf (the tables a configuration names: its
+    warehouse directory, or its catalog and schema)."""
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--warehouse", metavar="DIR", help="a local warehouse directory")
+    where.add_argument(
+        "--conf", metavar="FILE", help="pipeline YAML: the tables it names (its warehouse, or catalog and schema)"
+    )
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def _table_options(p: argparse.ArgumentParser) -> None:
@@ -202,7 +285,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     available_now = args.once or cfg.trigger == "available_now"
     from pipelines.runner import run_pipeline
 
-    summary = run_pipeline(spark, cfg, stages, available_now, progress=_progress)
+    with _batch_progress(spark, enabled=available_now) as progress:
+        summary = run_pipeline(spark, cfg, stages, available_now, progress=progress)
     _progress(
         f"finished {', '.join(summary.stages)}: {summary.applied} changes applied, {summary.stale} stale "
         f"skipped, {summary.gold_quarantined} quarantined in gold"
@@ -215,13 +299,43 @@ def _with_locations(cfg, args):
     of the Databricks bundle, and each target's tables and checkpoints stay its own."""
     from dataclasses import replace
 
-    from pipelines.config import ConfigError
+    from pipelines.config import check_locations
 
     given = {name: value for name in ("catalog", "schema", "checkpoints") if (value := getattr(args, name))}
-    cfg = replace(cfg, **given)
-    if bool(cfg.catalog) != bool(cfg.schema):
-        raise ConfigError(f"{cfg.origin}: catalog and schema go together (--catalog, --schema)")
-    return cfg
+    return check_locations(replace(cfg, **given))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from pipelines.config import load_config
+    from pipelines.spark import get_spark
+    from pipelines.status import collect_status, render
+
+    cfg = _with_locations(load_config(args.conf), args)
+    flags = ("max_lag_seconds", "max_staleness_seconds")
+    thresholds = replace(cfg.status, **{n: v for n in flags if (v := getattr(args, n)) is not None})
+    spark = get_spark("lakecdc-status", master=args.master)
+    status = collect_status(spark, cfg, thresholds)
+    print(json.dumps(status.to_json(), ensure_ascii=False, indent=2) if args.json else render(status))
+    return 0 if status.ok else 1
+
+
+def _target_warehouse(args: argparse.Namespace):
+    """(Warehouse, PipelineConfig) of --conf, or of --warehouse with an empty configuration."""
+    from pipelines.config import PipelineConfig, check_locations, load_config
+    from pipelines.warehouse import Warehouse
+
+    if args.conf:
+        cfg = check_locations(load_config(args.conf))
+        wh = Warehouse.from_config(cfg)
+        if not wh.catalog and not Path(wh.root).is_dir():
+            raise FileNotFoundError(f"--conf {args.conf}: its warehouse {wh.root} does not exist (nothing ran yet?)")
+        return wh, cfg
+    wh = Warehouse(args.warehouse)
+    if not Path(wh.root).is_dir():
+        raise FileNotFoundError(f"--warehouse {args.warehouse}: no such directory")
+    return wh, PipelineConfig(sources=(), tables={}, warehouse=wh.root)
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
@@ -237,7 +351,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             print(f"would drop {item}")
         print("nothing dropped: add --yes to rebuild silver and gold from bronze")
         return 1
-    summary = rebuild(spark, cfg, progress=_progress)
+    with _batch_progress(spark) as progress:
+        summary = rebuild(spark, cfg, progress=progress)
     _progress(
         f"rebuilt {', '.join(summary.stages)} from bronze: {summary.applied} changes applied, {summary.stale} "
         f"stale skipped, {summary.gold_quarantined} quarantined in gold"
@@ -339,7 +454,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     cfg = replace(_context_config(args, args.format, str(landing)), warehouse=str(warehouse))
     spark = get_spark("lakecdc-replay", master=args.master)
-    summary = run_pipeline(spark, cfg, available_now=True, progress=_progress)
+    with _batch_progress(spark) as progress:
+        summary = run_pipeline(spark, cfg, available_now=True, progress=progress)
     counts = reconcile(spark, Warehouse.from_config(cfg))
     print(
         f"replayed {src}: {counts['bronze_messages']} messages in bronze; {counts['changes']} with row changes, "
@@ -353,11 +469,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from pipelines.export import export_warehouse
     from pipelines.spark import get_spark
-    from pipelines.warehouse import Warehouse
 
-    wh = Warehouse(args.warehouse)
-    if not Path(wh.root).is_dir():
-        raise FileNotFoundError(f"--warehouse {args.warehouse}: no such directory")
+    wh, _cfg = _target_warehouse(args)
     spark = get_spark("lakecdc-export", master=args.master)
     result = export_warehouse(spark, wh, args.table, args.with_system_columns)
     print(json.dumps(result, ensure_ascii=False, indent=None))
@@ -431,10 +544,15 @@ def cmd_produce(args: argparse.Namespace) -> int:
         row = change.after or change.before or {}
         key = ",".join(str(row.get(k)) for k in change.key_columns)
         records.append((f"{change.db}.{change.table}:{key}".encode(), raw))
-    began, sent, batch = time.monotonic(), 0, max(1, int(args.rate or len(records)))
-    for start in range(0, len(records), batch):
+    began, sent, batch = time.monotonic(), 0, max(1, int(args.rate or min(len(records), 1000)))
+    report = _reporter()
+    for number, start in enumerate(range(0, len(records), batch)):
         sent += produce(bootstrap, args.topic, records[start : start + batch])
-        _progress(f"produced {sent}/{len(records)} messages to {args.topic}")
+        rate = sent / max(time.monotonic() - began, 1e-6)
+        report(
+            f"produce {args.topic}: batch {number}: {sent}/{len(records)} messages ({rate:,.0f} msgs/s); "
+            f"{len(records) - sent} to go"
+        )
         if args.rate and start + batch < len(records):
             time.sleep(max(0.0, (start + batch) / args.rate - (time.monotonic() - began)))
     print(
@@ -448,12 +566,18 @@ def cmd_dq(args: argparse.Namespace) -> int:
     from pipelines.quality.report import chart, report
     from pipelines.quality.storage import dq_dir
     from pipelines.spark import get_spark
-    from pipelines.warehouse import Warehouse
 
-    wh = Warehouse(args.warehouse)
-    spark = get_spark("lakecdc-dq")
+    wh, cfg = _target_warehouse(args)
+    spark = get_spark("lakecdc-dq", master=args.master)
+    if args.action == "check":
+        from pipelines.runner import RunSummary, run_cdc_checks
+
+        summary = RunSummary()
+        run_cdc_checks(spark, cfg, wh, summary)
+        print(f"{summary.dq_results} built-in checks, {summary.dq_failed} failed; Data Docs: {summary.data_docs}")
+        return 1 if summary.dq_failed else 0
     print(report(spark, wh))
-    png = chart(spark, wh, args.chart or str(dq_dir(wh) / "dq_chart.png"))
+    png = chart(spark, wh, args.chart or ("dq_chart.png" if wh.catalog else str(dq_dir(wh) / "dq_chart.png")))
     docs = dq_dir(wh) / "data_docs" / "index.html"
     print(f"\nchart: {png}" + (f"\nData Docs: {docs}" if docs.exists() else ""))
     return 0

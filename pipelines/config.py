@@ -4,10 +4,11 @@ See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
 
     warehouse: ./warehouse          # local directory (default), or
     catalog: main                   # Databricks: Unity Catalog catalog ...
-    schema: cdc                     # ... and schema; then `checkpoints:` must be a volume path
-    checkpoints: null               # default: <warehouse>/_checkpoints
+    schema: cdc                     # ... and schema; then `checkpoints:` is required (a volume path)
+    checkpoints: null               # default: <warehouse>/_checkpoints (local warehouse only)
     trigger: available_now          # or: continuous (with processing_time)
     processing_time: 10 seconds
+    status: {max_lag_seconds: 900, max_staleness_seconds: 3600}   # `lakecdc status` exits 1 beyond them
     limits: {max_message_bytes: 16777216, max_depth: 64, max_width: 100000, max_elements: 1000000}
     sources:
       - name: shop_default
@@ -43,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.errors import ConfigError
+from pipelines.errors import ConfigError, Reject
 from pipelines.formats import ALL_FORMAT_IDS
 from pipelines.formats.base import (
     DEFAULT_MAX_DEPTH,
@@ -53,6 +54,7 @@ from pipelines.formats.base import (
     DecodeContext,
     TableSpec,
 )
+from pipelines.formats.confluent import registry_settings
 from pipelines.quality.rules import parse_duration, parse_expectations
 from pipelines.values import is_known_type
 
@@ -73,6 +75,13 @@ DEFAULT_INVALID_VALUE_POLICY = "null"
 
 
 STAGES = ("bronze", "silver", "gold")
+#: With ``catalog:``, checkpoints have no default: ``<warehouse>/_checkpoints`` would be the driver's local
+#: disk, lost with the cluster, so every run would read every source again from the start.
+CHECKPOINTS_REQUIRED = (
+    "required with catalog: give checkpoints a durable path such as a Unity Catalog volume "
+    "(/Volumes/<catalog>/<schema>/<volume>/checkpoints); without it checkpoints land on the driver's "
+    "local disk and every run reads everything again"
+)
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _KAFKA_KEYS = {
     "bootstrap_servers",
@@ -138,6 +147,16 @@ class TableConfig:
 
 
 @dataclass(frozen=True)
+class StatusThresholds:
+    """When ``lakecdc status`` exits 1 (None: not checked). ``max_lag_seconds``: the oldest message or
+    landing file bronze has not read yet is older than this. ``max_staleness_seconds``: a source's newest
+    change or heartbeat (source commit time) is older than this."""
+
+    max_lag_seconds: float | None = None
+    max_staleness_seconds: float | None = None
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     sources: tuple[Source, ...]
     tables: Mapping[str, TableConfig]
@@ -156,6 +175,7 @@ class PipelineConfig:
     quality_checks: bool = True  # built-in CDC checks + Data Docs after each gold run
     schema_changes: str = DEFAULT_SCHEMA_POLICY  # see pipelines.gold.schema
     invalid_values: str = DEFAULT_INVALID_VALUE_POLICY  # see INVALID_VALUE_POLICIES
+    status: StatusThresholds = field(default_factory=StatusThresholds)  # `lakecdc status` alerts
     origin: str = "<config>"
 
     def decode_context(self, format_id: str | None = None) -> DecodeContext:
@@ -174,6 +194,16 @@ class PipelineConfig:
             if s.name == name:
                 return s
         raise ConfigError(f"{self.origin}: no source named {name!r}")
+
+
+def check_locations(cfg: PipelineConfig) -> PipelineConfig:
+    """``cfg`` if its table and checkpoint locations go together (also after ``--catalog``/``--schema``/
+    ``--checkpoints`` replaced the file's), else ConfigError."""
+    if bool(cfg.catalog) != bool(cfg.schema):
+        raise ConfigError(f"{cfg.origin}: catalog and schema go together (--catalog, --schema)")
+    if cfg.catalog and not cfg.checkpoints:
+        raise ConfigError(f"{cfg.origin}: checkpoints: {CHECKPOINTS_REQUIRED} (or pass --checkpoints)")
+    return cfg
 
 
 def load_config(path: str | os.PathLike) -> PipelineConfig:
@@ -262,6 +292,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
             "quality_checks",
             "schema_changes",
             "invalid_values",
+            "status",
         },
     )
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
@@ -293,6 +324,9 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     schema = v.text(root.get("schema"), "schema", None)
     if bool(catalog) != bool(schema):
         v.fail("catalog", "catalog and schema go together (Unity Catalog names catalog.schema.table)")
+    checkpoints = v.text(root.get("checkpoints"), "checkpoints", None)
+    if catalog and not checkpoints:
+        v.fail("checkpoints", CHECKPOINTS_REQUIRED)
     default_table = v.text(root.get("default_table"), "default_table", None)
     if default_table is not None and "." not in default_table:
         v.fail("default_table", f"must be <db>.<table>, got {default_table!r}")
@@ -301,13 +335,17 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         if fmt not in ALL_FORMAT_IDS:
             v.fail(f"format_options.{fmt}", f"unknown format; known formats: {', '.join(ALL_FORMAT_IDS)}")
         format_options[fmt] = dict(v.mapping(opts or {}, f"format_options.{fmt}"))
+        try:  # the schema registry's settings (formats.confluent); ${VAR}s are read where decoding runs
+            registry_settings(format_options[fmt])
+        except Reject as exc:
+            v.fail(f"format_options.{fmt}", str(exc))
     config = PipelineConfig(
         sources=sources,
         tables=tables,
         warehouse=v.text(root.get("warehouse") or "./warehouse", "warehouse", "./warehouse"),
         catalog=catalog,
         schema=schema,
-        checkpoints=v.text(root.get("checkpoints"), "checkpoints", None),
+        checkpoints=checkpoints,
         trigger=trigger,
         processing_time=processing_time,
         **limits,
@@ -318,6 +356,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         invalid_values=v.invalid_value_policy(
             root.get("invalid_values", DEFAULT_INVALID_VALUE_POLICY), "invalid_values"
         ),
+        status=v.status(root.get("status"), "status"),
         origin=origin,
     )
     _warn_literal_secrets(root, origin)
@@ -400,6 +439,18 @@ class _Validator:
             )
             return DEFAULT_INVALID_VALUE_POLICY
         return value
+
+    def status(self, raw: Any, where: str) -> StatusThresholds:
+        s = self.mapping(raw or {}, where)
+        self.only(s, where, {"max_lag_seconds", "max_staleness_seconds"})
+        limits = {}
+        for name in ("max_lag_seconds", "max_staleness_seconds"):
+            value = s.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                self.fail(f"{where}.{name}", f"must be a positive number of seconds, got {value!r:.80}")
+                value = None
+            limits[name] = value
+        return StatusThresholds(**limits)
 
     def positive_int(self, value: Any, where: str, default: int = 1) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

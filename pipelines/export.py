@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.layout import SYSTEM_COLUMNS
 from pipelines.mirror_columns import SOURCE_TYPE_PREFIX, table_properties
-from pipelines.sql import export_expr
+from pipelines.sql import export_expr, q
 from pipelines.values import INT64_MAX, INT64_MIN, family, parse_type, spark_type
 from pipelines.warehouse import TableRef, Warehouse
 
@@ -25,14 +25,27 @@ _INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
 def mirror_refs(spark: SparkSession, wh: Warehouse) -> dict[str, TableRef]:
     """Mirror name → table, for every mirror in the warehouse."""
     out = {}
-    for path in wh.mirror_paths():
-        ref = TableRef(path=path)
+    for ref in _catalog_mirrors(spark, wh) if wh.catalog else [TableRef(path=p) for p in wh.mirror_paths()]:
+        path = ref.path or ref.name
         props = table_properties(spark, ref)
+        if wh.catalog and "lakecdc.mirror_name" not in props:
+            continue  # a side table (tombstones, applied, history) or another table of the schema
         name = props.get("lakecdc.mirror_name") or props.get("lakecdc.source_table") or path
         if name in out:  # two source tables whose names read alike (a.b + c, a + b.c): the path tells them apart
             name = f"{name} ({path.rsplit('/', 1)[-1]})"
         out[name] = ref
     return out
+
+
+def _catalog_mirrors(spark: SparkSession, wh: Warehouse) -> list[TableRef]:
+    """The catalog tables where the warehouse puts mirrors: the namespace and name prefix of
+    ``wh.mirror(...)``, read off a probe name, so this follows the warehouse's naming."""
+    probe = wh.mirror("probe").name
+    namespace, table = probe.rsplit(".", 1)
+    prefix = table[: -len("probe")]
+    rows = spark.sql(f"SHOW TABLES IN {'.'.join(q(p) for p in namespace.split('.'))}").collect()
+    names = sorted(r["tableName"] for r in rows if not r["isTemporary"] and r["tableName"].startswith(prefix))
+    return [TableRef(name=f"{namespace}.{n}") for n in names]
 
 
 def export_table(spark: SparkSession, ref: TableRef, with_system_columns: bool = False) -> list[dict]:
@@ -91,7 +104,8 @@ def export_warehouse(
     if table is not None:
         matches = {n: r for n, r in refs.items() if n.lower() == table.lower()}
         if not matches:
-            raise KeyError(f"no mirror named {table!r} in {wh.root}; mirrors: {', '.join(sorted(refs)) or 'none'}")
+            where = f"{wh.catalog}.{wh.schema}" if wh.catalog else wh.root
+            raise KeyError(f"no mirror named {table!r} in {where}; mirrors: {', '.join(sorted(refs)) or 'none'}")
         refs = matches
     return {name: export_table(spark, ref, with_system_columns) for name, ref in sorted(refs.items())}
 

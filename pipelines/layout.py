@@ -55,8 +55,8 @@ CHANGE_FIELDS = (
     "detail",
     "invalid",
 )
-#: Bronze columns silver reads.
-BRONZE_COLUMNS = ("source", "format", "value", "position", "queue_pos", "ingest_time")
+#: Bronze columns silver reads (``key``: the Kafka record key, NULL for landing files).
+BRONZE_COLUMNS = ("source", "format", "key", "value", "position", "queue_pos", "ingest_time")
 
 
 def ddl(fields: tuple[tuple[str, str], ...]) -> str:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
 from pipelines.delta_writes import append_idempotent, quarantine_frame, run_id
+from pipelines.errors import Outage
 from pipelines.formats import Change, DecodeContext, Reject, get_decoder
-from pipelines.formats.base import MAX_SEQ_DIGITS, ROW_OPS, check_changes
+from pipelines.formats.base import MAX_SEQ_DIGITS, ROW_OPS, Decoder, check_changes
 from pipelines.layout import BRONZE_COLUMNS, CHANGE_FIELDS, CHANGES_COLUMNS, DDL_COLUMNS, DECODED_DDL, HEARTBEAT_COLUMNS
 from pipelines.spark_schema import arrow_schema_of
 from pipelines.warehouse import Warehouse
@@ -33,8 +35,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
-
-    from pipelines.formats.base import Decoder
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +61,20 @@ def seq_text(seq: tuple[int, ...]) -> str:
     return ".".join(parts)
 
 
-def decode_message(decoder: Decoder, raw: bytes | None, ctx: DecodeContext) -> list[Change]:
-    """Decode one message; any failure becomes Reject (a bug in a decoder must not stop the stream).
+def decode_message(decoder: Decoder, raw: bytes | None, ctx: DecodeContext, key: bytes | None = None) -> list[Change]:
+    """Decode one message (its value ``raw`` and Kafka record ``key``, None from landing files); any
+    failure becomes Reject (a bug in a decoder must not stop the stream).
 
-    The changes are checked before they leave (``formats.base.check_changes``): a name or value
-    UTF-8 cannot encode (a lone surrogate), an overlong type name or an ordering component silver
-    cannot sort makes the whole message a quarantined one, never a failed batch.
+    The decoder's ``decode_record`` decides what a null value is: most reject it; Debezium counts a
+    tombstone as a heartbeat. The changes are checked before they leave
+    (``formats.base.check_changes``): a name or value UTF-8 cannot encode (a lone surrogate), an
+    overlong type name or an ordering component silver cannot sort makes the whole message a
+    quarantined one, never a failed batch.
     """
-    if raw is None:
-        raise Reject("message value is null (a Kafka tombstone or an empty landing line)")
     try:
-        return check_changes(decoder.decode(raw, ctx))
+        # any object with ``decode`` is served: the base class's record rule applies to one without its own
+        read = decoder.decode_record if isinstance(decoder, Decoder) else partial(Decoder.decode_record, decoder)
+        return check_changes(read(key, raw, ctx))
     except Reject:
         raise
     except RecursionError:
@@ -150,11 +153,14 @@ def make_decode_batches(
 
 
 def _message_rows(bronze: dict, contexts: dict[str, DecodeContext], default_ctx: DecodeContext) -> list[dict]:
-    """The silver rows of one bronze row; a failure of any kind is its quarantine row."""
+    """The silver rows of one bronze row; a failure of any kind is its quarantine row, except an
+    :class:`~pipelines.errors.Outage` (a schema registry down), which fails the batch to be retried."""
     fmt = bronze["format"]
     try:
-        changes = decode_message(get_decoder(fmt), bronze["value"], contexts.get(fmt, default_ctx))
+        changes = decode_message(get_decoder(fmt), bronze["value"], contexts.get(fmt, default_ctx), bronze.get("key"))
         return list(decoded_rows(bronze, changes, None))
+    except Outage:
+        raise
     except KeyError as exc:  # unknown format id in bronze
         return list(decoded_rows(bronze, None, str(exc)))
     except Exception as exc:  # noqa: BLE001 - Reject, or a silver bug: either way this message only
@@ -185,9 +191,13 @@ def _arrow_batch(messages: list[tuple[dict, list[dict]]]):
 
 def decode_frame(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
     """Bronze DataFrame (batch or stream) → decoded silver rows of all four kinds."""
+    from pyspark.sql import functions as F
+
     formats = {s.format for s in cfg.sources} | set(cfg.format_options) | {"auto"}
     contexts = {fmt: cfg.decode_context(fmt) for fmt in formats}
-    return df.select(*BRONZE_COLUMNS).mapInArrow(make_decode_batches(contexts, cfg.decode_context()), DECODED_DDL)
+    # a bronze table written before the key was read (or a test's frame) has no key column: NULL keys
+    columns = [F.lit(None).cast("binary").alias(c) if c == "key" and c not in df.columns else c for c in BRONZE_COLUMNS]
+    return df.select(*columns).mapInArrow(make_decode_batches(contexts, cfg.decode_context()), DECODED_DDL)
 
 
 # ---------------------------------------------------------------- writing the four tables

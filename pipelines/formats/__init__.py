@@ -32,8 +32,8 @@ FORMAT_IDS = (
     "dts_shareplex",
     "dts_canal",
 )
-#: Formats that are not in the seeds but every peer reads, and the shape-sniffing one.
-EXTRA_FORMAT_IDS = ("maxwell", "auto")
+#: Formats that are not in the seeds but every peer reads (Flink, Paimon), and the shape-sniffing one.
+EXTRA_FORMAT_IDS = ("debezium", "debezium_avro", "canal", "maxwell", "ogg_json", "aws_dms", "auto")
 ALL_FORMAT_IDS = FORMAT_IDS + EXTRA_FORMAT_IDS
 
 

@@ -31,8 +31,8 @@ encodings and one envelope reader; splitting them would spread one seed's rules 
 from __future__ import annotations
 
 import base64
-from decimal import Decimal
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pipelines import values as V
 from pipelines.formats.base import (
@@ -49,7 +49,8 @@ from pipelines.formats.base import (
 #: Debezium ``op`` → canonical op (seed 000: c, u, d, HEARTBEAT; r and t are standard Debezium).
 OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE", "r": "SNAPSHOT", "t": "TRUNCATE", "heartbeat": "HEARTBEAT"}
 
-#: Debezium primitive schema type → the source-type name we report (one values.family knows).
+#: Debezium / Kafka Connect primitive schema type → the source-type name we report (one values.family
+#: knows). The Connect JSON converter writes ``float`` / ``double``; OMS writes ``float32`` / ``float64``.
 PRIMITIVE_TYPES = {
     "int8": "tinyint",
     "int16": "smallint",
@@ -57,11 +58,20 @@ PRIMITIVE_TYPES = {
     "int64": "bigint",
     "float32": "float",
     "float64": "double",
+    "float": "float",
+    "double": "double",
     "boolean": "boolean",
     "string": "string",
     "bytes": "bytes",
+    "struct": "json",
+    "array": "json",
+    "map": "json",
 }
-#: Debezium / Kafka Connect logical ``name`` → (reported type, wire unit).
+#: Debezium / Kafka Connect logical ``name`` → (reported type, wire unit). Units: ``days``; ``ms`` /
+#: ``us`` / ``ns`` since midnight or the epoch; ``text`` (the value is already the text of its type);
+#: ``number``; ``b64`` (Decimal, scale in ``parameters``); ``vsd`` (VariableScaleDecimal struct
+#: {scale, value}); ``bits`` (Bits, ``parameters.length``); ``wkb`` (geometry struct {wkb, srid});
+#: ``duration_us`` (MicroDuration).
 LOGICAL_TYPES = {
     "io.debezium.time.date": ("date", "days"),
     "org.apache.kafka.connect.data.date": ("date", "days"),
@@ -74,77 +84,138 @@ LOGICAL_TYPES = {
     "io.debezium.time.microtimestamp": ("datetime", "us"),
     "io.debezium.time.nanotimestamp": ("datetime", "ns"),
     "io.debezium.time.zonedtimestamp": ("timestamp", "text"),
-    "io.debezium.time.zonedtime": ("string", "text"),
+    "io.debezium.time.zonedtime": ("time with time zone", "text"),
+    "io.debezium.time.isodate": ("date", "text"),
+    "io.debezium.time.isotime": ("time", "text"),
+    "io.debezium.time.isotimestamp": ("datetime", "text"),
     "io.debezium.time.year": ("year", "number"),
+    "io.debezium.time.microduration": ("interval", "duration_us"),
+    "io.debezium.time.interval": ("interval", "text"),
     "io.debezium.data.json": ("json", "text"),
-    "io.debezium.data.bits": ("bytes", "hex"),
+    "io.debezium.data.xml": ("xml", "text"),
+    "io.debezium.data.uuid": ("uuid", "text"),
+    "io.debezium.data.enum": ("enum", "text"),
+    "io.debezium.data.enumset": ("set", "text"),
+    "io.debezium.data.ltree": ("string", "text"),
+    "io.debezium.data.bits": ("bytes", "bits"),
     "org.apache.kafka.connect.data.decimal": ("decimal", "b64"),
+    "io.debezium.data.variablescaledecimal": ("decimal", "vsd"),
+    "io.debezium.data.geometry.geometry": ("bytes", "wkb"),
+    "io.debezium.data.geometry.geography": ("bytes", "wkb"),
+    "io.debezium.data.geometry.point": ("bytes", "wkb"),
 }
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one member of the family writes what its schema does not say (the family's hooks).
+
+    * ``binary`` – BYTES text: ``base16`` (OMS, seed 000/001; Debezium ``binary.handling.mode=hex``),
+      ``base64`` (Debezium's default through the JSON converter) or ``base64-url-safe``.
+    * ``adaptive_datetime`` – a zone-less DATETIME(p) number with no logical name: False → always
+      milliseconds (OMS); True → Debezium's ``time.precision.mode=adaptive``: ms for p ≤ 3, µs for
+      4..6, ns above.
+    * ``lossy_double`` – a column configured DECIMAL whose schema says ``double``
+      (``decimal.handling.mode=double``): report ``double`` so the mirror is DOUBLE, not a DECIMAL
+      that pretends to be exact.
+    * ``unsigned_wrap`` – a BIGINT UNSIGNED written as int64 (``bigint.unsigned.handling.mode=long``)
+      wraps above 2^63 - 1: a negative value is read as value + 2^64.
+    """
+
+    binary: str = "base16"
+    adaptive_datetime: bool = False
+    lossy_double: bool = False
+    unsigned_wrap: bool = False
+
+
+#: OMS's Debezium variants (seed 000/001).
+OMS_DIALECT = Dialect()
 
 
 # ---------------------------------------------------------------- types
 
 
-def schema_types(schema: Any, image: str) -> dict[str, tuple[str, str | None, dict]]:
-    """Column → (primitive type, logical name, parameters) from a Debezium ``schema`` (one image)."""
+def schema_types(schema: Any, image: str | None) -> dict[str, tuple[str, str | None, dict]]:
+    """Column → (primitive type, logical name, parameters) from a Debezium ``schema``: the struct
+    field ``image`` (before / after) of an envelope schema, or (``image`` None) the row struct itself
+    (the unwrap SMT's and a record key's schema)."""
     if not isinstance(schema, dict):
         return {}
-    for part in schema.get("fields") or []:
+    fields = schema.get("fields") if image is None else None
+    for part in schema.get("fields") or [] if image is not None else []:
         if isinstance(part, dict) and part.get("field") == image and isinstance(part.get("fields"), list):
-            out = {}
-            for f in part["fields"]:
-                if isinstance(f, dict) and isinstance(f.get("field"), str):
-                    params = f.get("parameters") if isinstance(f.get("parameters"), dict) else {}
-                    out[f["field"]] = (
-                        str(f.get("type") or "").lower(),
-                        str(f.get("name") or "").lower() or None,
-                        params,
-                    )
-            return out
-    return {}
+            fields = part["fields"]
+            break
+    out = {}
+    for f in fields if isinstance(fields, list) else []:
+        if isinstance(f, dict) and isinstance(f.get("field"), str):
+            params = f.get("parameters") if isinstance(f.get("parameters"), dict) else {}
+            out[f["field"]] = (str(f.get("type") or "").lower(), str(f.get("name") or "").lower() or None, params)
+    return out
 
 
 def resolve_type(
-    column: str, declared: tuple[str, str | None, dict] | None, configured: dict[str, str]
+    column: str,
+    declared: tuple[str, str | None, dict] | None,
+    configured: dict[str, str],
+    dialect: Dialect = OMS_DIALECT,
 ) -> tuple[str | None, str]:
     """(reported type, wire unit) of one column; see the module docstring for the precedence."""
     if declared and declared[1] in LOGICAL_TYPES:
         reported, unit = LOGICAL_TYPES[declared[1]]
         if unit == "b64":
-            scale = declared[2].get("scale", "0")
+            scale = str(declared[2].get("scale", "0"))
             precision = declared[2].get("connect.decimal.precision")
             reported = f"decimal({precision},{scale})" if precision else "decimal"
+            if not precision and scale == "0" and V.family(configured.get(column)) == "uint64":
+                reported = configured[column].lower()  # bigint.unsigned.handling.mode=precise
             return reported, f"b64:{scale}"
+        if unit == "bits":
+            return reported, f"bits:{declared[2].get('length', '')}"
         return reported, unit
     if column in configured:
-        return configured[column].lower(), "source"
+        reported = configured[column].lower()
+        fam = V.family(reported)
+        if dialect.lossy_double and fam == "decimal" and declared and declared[0] in ("double", "float64", "float"):
+            return "double", "source"  # decimal.handling.mode=double: the digits are already lost
+        if dialect.adaptive_datetime and fam == "datetime":
+            args = V.parse_type(reported)[1]
+            precision = args[0] if args else 0
+            return reported, "ms" if precision <= 3 else "us" if precision <= 6 else "ns"
+        return reported, "source"
     if declared and declared[0] in PRIMITIVE_TYPES:
         return PRIMITIVE_TYPES[declared[0]], "source"
     return None, "raw"
 
 
-def to_canonical(value: Any, reported: str | None, unit: str) -> str | None:
+def to_canonical(value: Any, reported: str | None, unit: str, dialect: Dialect = OMS_DIALECT) -> str | None:
     """One Debezium-encoded value → canonical text (or None for NULL)."""
     if value is None:
         return None
     if unit == "raw" or reported is None:
         return value if isinstance(value, str) else dumps_exact(value)
+    if unit in ("vsd", "wkb"):
+        return _struct_value(value, unit)
     fam = V.family(reported)
     if isinstance(value, (dict, list)):
         if fam in ("json", "string"):
             return dumps_exact(value)
         raise Reject(f"a nested JSON value for a {reported} column")
-    if unit.startswith("b64:"):
-        raw = base64.b64decode(V.canon_base64(str(value)))
-        unscaled = int.from_bytes(raw, "big", signed=True)
-        return V.canon_decimal(Decimal(unscaled).scaleb(-int(unit[4:])))
     is_number = isinstance(value, Num)
+    if unit.startswith("b64:"):
+        if is_number:  # the JSON converter's decimal.format=NUMERIC: the exact digits
+            return V.canon_decimal(value)
+        return _unscaled(str(value), unit[4:])
+    if unit.startswith("bits:") and dialect.binary != "base16":
+        return _bits(str(value), unit[5:], dialect)
+    if unit == "duration_us" and is_number:
+        return _iso_duration(int(V.canon_int(value)))
     if fam == "bytes":
-        # BIT values lose leading zeros in incremental sync (seed 000 type table): restore the nibble.
-        text = str(value)
-        return V.base64_from_hex("0" + text if len(text) % 2 else text)
+        return _binary(str(value), dialect)
     if fam == "bool" and isinstance(value, bool):
         return V.canon_bool(value)
+    if fam == "uint64" and dialect.unsigned_wrap and is_number and str(value).startswith("-"):
+        return V.canonical(fam, str(int(V.canon_int(value)) + 2**64))
     if fam == "date" and is_number:
         return V.date_from_epoch_days(value)
     if fam == "time" and is_number:
@@ -153,7 +224,7 @@ def to_canonical(value: Any, reported: str | None, unit: str) -> str | None:
         return V.time_from_micros(int(V.canon_int(value)) * (1000 if unit == "ms" else 1))
     if fam == "datetime" and is_number:
         if unit == "ns":
-            return V.instant_from_epoch(Decimal(V.canon_int(value)).scaleb(-9), "s")[:-1]
+            return V.instant_from_epoch(f"{V.canon_int(value)}E-9", "s")[:-1]
         return V.local_datetime_from_epoch(value, "us" if unit == "us" else "ms")
     if fam in ("timestamp", "datetime") and not is_number and str(value).endswith("Z"):
         instant = V.canon_instant(str(value))
@@ -163,6 +234,53 @@ def to_canonical(value: Any, reported: str | None, unit: str) -> str | None:
     return V.canonical(fam, str(value))
 
 
+def _binary(text: str, dialect: Dialect) -> str:
+    if dialect.binary == "base16":
+        # BIT values lose leading zeros in incremental sync (seed 000 type table): restore the nibble.
+        return V.base64_from_hex("0" + text if len(text) % 2 else text)
+    if dialect.binary == "base64-url-safe":
+        text = text.replace("-", "+").replace("_", "/")
+        text += "=" * (-len(text) % 4)
+    return V.canon_base64(text)
+
+
+def _unscaled(text: str, scale: str) -> str:
+    """Decimal (``decimal.handling.mode=precise``): Base64 of the big-endian two's-complement unscaled value."""
+    raw = base64.b64decode(V.canon_base64(text))
+    unscaled = int.from_bytes(raw, "big", signed=True)
+    return V.canon_decimal(f"{unscaled}E{-int(V.canon_int(scale or '0'))}")  # text: no context rounding
+
+
+def _bits(text: str, length: str, dialect: Dialect) -> str:
+    """io.debezium.data.Bits: Java ``BitSet.toByteArray()`` (little-endian, trailing zero bytes dropped)
+    → the column's big-endian bytes, ``ceil(length / 8)`` of them (MySQL BIT(64) b'11111000111' → 00..07C7)."""
+    data = base64.b64decode(_binary(text, dialect))[::-1]
+    width = (int(length) + 7) // 8 if length.isdigit() else len(data)
+    if len(data) > width:
+        raise Reject(f"Bits value of {len(data)} bytes is longer than its length {length}")
+    return V.base64_from_bytes(data.rjust(width, b"\0"))
+
+
+def _struct_value(value: Any, unit: str) -> str:
+    """VariableScaleDecimal {scale, value} → decimal text; geometry {wkb, srid} → the WKB bytes (Base64)."""
+    if not isinstance(value, dict):
+        raise Reject(f"expected a struct for a {'VariableScaleDecimal' if unit == 'vsd' else 'geometry'} value")
+    if unit == "vsd":
+        if not isinstance(value.get("value"), str) or value.get("scale") is None:
+            raise Reject("VariableScaleDecimal needs 'scale' and 'value'")
+        return _unscaled(value["value"], str(value["scale"]))
+    if not isinstance(value.get("wkb"), str):
+        raise Reject("geometry value without 'wkb'")
+    return V.canon_base64(value["wkb"])
+
+
+def _iso_duration(micros: int) -> str:
+    """MicroDuration (µs; Debezium counts a month as 30 days) → ISO-8601 ``[-]PT<seconds>[.f]S``."""
+    sign = "-" if micros < 0 else ""
+    secs, frac = divmod(abs(micros), 10**6)
+    return f"{sign}PT{secs}" + (f".{frac:06d}".rstrip("0") if frac else "") + "S"
+
+
 def _time_from_nanos(value: Any) -> str:
     nanos = int(V.canon_int(value))
     secs, frac = divmod(nanos, 10**9)
@@ -170,7 +288,7 @@ def _time_from_nanos(value: Any) -> str:
 
 
 def canonical_image(
-    image: Any, name: str, declared: dict, configured: dict[str, str]
+    image: Any, name: str, declared: dict, configured: dict[str, str], dialect: Dialect = OMS_DIALECT
 ) -> tuple[dict | None, dict[str, str]]:
     """A Debezium image object → (canonical image, column types used)."""
     if image is None:
@@ -180,9 +298,9 @@ def canonical_image(
     out: dict[str, str | None] = {}
     types: dict[str, str] = {}
     for col, value in image.items():
-        reported, unit = resolve_type(col, declared.get(col), configured)
+        reported, unit = resolve_type(col, declared.get(col), configured, dialect)
         try:
-            out[col] = to_canonical(value, reported, unit)
+            out[col] = to_canonical(value, reported, unit, dialect)
         except Reject as exc:
             raise Reject(f"column '{col}' ({reported or 'untyped'}) in '{name}': {exc}") from None
         except (ValueError, ArithmeticError, MemoryError) as exc:  # e.g. an int "1E999999999" (values.canon_int)
@@ -241,7 +359,18 @@ def primitive_of(col_type: str) -> str:
 
 
 class DebeziumEnvelopeDecoder(JsonDecoder):
-    """Decodes one Debezium envelope {op, before, after, source, ts_ms}; subclasses find it in the message."""
+    """Decodes one Debezium envelope {op, before, after, source, ts_ms}; subclasses find it in the message.
+
+    Hooks where the family's members differ (OMS's defaults here; :mod:`pipelines.formats.debezium`
+    overrides them for Debezium as the Debezium project writes it):
+
+    * :attr:`ops` – op codes (Debezium adds ``m``, a logical-decoding message);
+    * :meth:`dialect` – value encodings the schema does not state (:class:`Dialect`);
+    * :meth:`ordering_of` – ``source`` → seq (OMS: ``pos`` "A@B"; Debezium: per connector);
+    * :attr:`position_required` – whether an incremental change without a position is rejected
+      (OMS: yes; Debezium: no, queue order decides);
+    * :meth:`key_columns` – where the key comes from (OMS: configuration only).
+    """
 
     ordering = (
         "source.pos 'A@B' → (B, A): B is the checkpoint's epoch seconds; or standard "
@@ -253,24 +382,42 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
         "Debezium logical schema names, else configured source types, else the schema's "
         "primitive types; BYTES Base16, DATE days, TIME µs, DATETIME ms, TIMESTAMP ...Z, DECIMAL text"
     )
+    ops: ClassVar[dict[str, str]] = OPS
+    position_required: ClassVar[bool] = True
 
     def envelope(self, obj: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         """(envelope, schema or None) of a message."""
         raise NotImplementedError
 
+    def dialect(self, ctx: DecodeContext) -> Dialect:
+        return OMS_DIALECT
+
+    def ordering_of(self, source: dict[str, Any]) -> tuple[int, ...]:
+        return _ordering(source)
+
+    def key_columns(self, ctx: DecodeContext, db: str | None, table: str | None, key: dict | None) -> tuple[str, ...]:
+        """The table's key: configuration (``key`` is the record key's image, unused by OMS)."""
+        return ctx.key_columns(db, table)
+
     def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
         env, schema = self.envelope(obj)
+        return self.envelope_changes(env, schema, ctx)
+
+    def envelope_changes(
+        self, env: dict[str, Any], schema: Any, ctx: DecodeContext, key: tuple[dict, dict] | None = None
+    ) -> list[Change]:
+        """The change of one envelope; ``key`` is the record key as (canonical image, types), if any."""
         op_text = env.get("op")
         if not isinstance(op_text, str):
             raise Reject("missing field 'op'")
-        op = OPS.get(op_text if op_text in OPS else op_text.lower())
+        op = self.ops.get(op_text if op_text in self.ops else op_text.lower())
         if op is None:
             raise Reject(f"unknown op '{op_text}'")
         source = optional(env, "source", dict) or {}
         db = optional(source, "db")
         table = optional(source, "table")
         pg_schema = optional(source, "schema")
-        seq = _ordering(source)
+        seq = self.ordering_of(source)
         event_time = _event_time(source, env)
         txn_obj = optional(env, "transaction", dict)
         txn = str(txn_obj["id"]) if txn_obj and txn_obj.get("id") is not None else None
@@ -289,13 +436,16 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
             ]
         if not table:
             raise Reject(f"row change ({op_text}) without source.table")
-        if not seq and op != "SNAPSHOT":
+        if not seq and op != "SNAPSHOT" and self.position_required:
             # full-sync 'r' rows carry no position (seed 000); an incremental change must, or it would
             # sort before every ordered one
             raise Reject(f"row change ({op_text}) without source.pos: an incremental change needs it to be ordered")
         configured = {k: v for k, v in ctx.column_types(db, table).items()}
-        before, tb = canonical_image(env.get("before"), "before", schema_types(schema, "before"), configured)
-        after, ta = canonical_image(env.get("after"), "after", schema_types(schema, "after"), configured)
+        dialect = self.dialect(ctx)
+        before, tb = canonical_image(env.get("before"), "before", schema_types(schema, "before"), configured, dialect)
+        after, ta = canonical_image(env.get("after"), "after", schema_types(schema, "after"), configured, dialect)
+        if key is not None and op == "DELETE" and before is None:
+            before, tb = dict(key[0]), dict(key[1])  # no before-image (MongoDB, REPLICA IDENTITY NOTHING): the key
         if op in ("INSERT", "SNAPSHOT", "UPDATE") and after is None:
             raise Reject(f"op '{op_text}' without an 'after' image")
         if op == "DELETE" and before is None:
@@ -311,7 +461,7 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
                 db=db,
                 table=table,
                 schema=pg_schema,
-                key_columns=ctx.key_columns(db, table),
+                key_columns=self.key_columns(ctx, db, table, key[0] if key else None),
                 before=before,
                 after=after,
                 col_types=types or None,

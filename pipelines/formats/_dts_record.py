@@ -457,13 +457,14 @@ class DtsRecordDecoder(Decoder):
         self.check_size(raw, ctx)
         record, _newer = read_record(bytes(raw))
         try:
-            return self.decode_record(record, ctx)
+            return self.decode_avro_record(record, ctx)
         except Reject:
             raise
         except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
             raise Reject(f"malformed DTS Avro Record: {type(exc).__name__}: {exc}"[:200]) from None
 
-    def decode_record(self, rec: dict[str, Any], ctx: DecodeContext) -> list[Change]:
+    def decode_avro_record(self, rec: dict[str, Any], ctx: DecodeContext) -> list[Change]:
+        """One Record (as fastavro reads it, union branches named) → changes (not ``Decoder.decode_record``)."""
         operation = rec["operation"][1] if isinstance(rec["operation"], tuple) else rec["operation"]
         db, schema, table = _split_object(rec.get("objectName"))
         if rec["id"] < 0 and operation in _ROW_OPS:

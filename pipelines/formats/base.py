@@ -253,6 +253,17 @@ class Decoder(ABC):
     def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:
         """Decode one message, or raise Reject(reason)."""
 
+    def decode_record(self, key: bytes | None, value: bytes | None, ctx: DecodeContext) -> list[Change]:
+        """Decode one queue record (its key and value, as bronze keeps them), or raise Reject(reason).
+
+        Most formats read the value only, and a null value (a Kafka tombstone, an empty landing
+        line) is rejected. A format whose records use the key (Debezium: the key when the value
+        has none; tombstones) overrides this.
+        """
+        if value is None:
+            raise Reject("message value is null (a Kafka tombstone or an empty landing line)")
+        return self.decode(value, ctx)
+
     def encode(self, change: Change, ctx: DecodeContext) -> bytes:
         """Write a Change the way the vendor would (simulator, round-trip tests)."""
         raise NotImplementedError(f"{self.format_id} has no encoder")

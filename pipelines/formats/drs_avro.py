@@ -21,7 +21,9 @@ the schema and the meaning of its fields are configuration (``ctx.options``; YAM
       event_time_unit: ms
 
 The message is the Avro binary of one record (no container header, no registry prefix) and must be
-consumed exactly. Rows follow the DRS JSON semantics (seed 003): one change per element of ``data``;
+consumed exactly. With ``schema_registry`` set instead (see :mod:`pipelines.formats.confluent`), each
+message is Confluent-framed and its writer schema comes from the registry (``schema`` is not needed).
+Rows follow the DRS JSON semantics (seed 003): one change per element of ``data``;
 DELETE takes its row from ``old`` (JSON) or ``data`` (JSON-C); values as DRS writes them: binary as
 a byte list ``[106, 103]`` → Base64, TIMESTAMP as epoch seconds ``1624614713.201`` → UTC instant,
 DATETIME ``2021-06-25 17:51:53`` → wall clock; Avro ``bytes`` values → Base64.
@@ -42,6 +44,7 @@ import fastavro
 
 from pipelines import values as V
 from pipelines.formats.base import Change, DecodeContext, Decoder, Reject, seq_int
+from pipelines.formats.confluent import RegistryFramed, registry_for
 
 DEFAULT_FIELDS = {
     "op": "type",
@@ -117,7 +120,7 @@ def _is_number(text: str) -> bool:
         return False
 
 
-class DrsAvroDecoder(Decoder):
+class DrsAvroDecoder(RegistryFramed, Decoder):
     format_id = "drs_avro"
     seeds = "003"
     binary = True
@@ -132,9 +135,12 @@ class DrsAvroDecoder(Decoder):
         "INIT → SNAPSHOT, INIT_DDL → DDL (seed 003)",
         "binary values as byte lists '[106, 103]' (seed 003)",
         "DELETE row in 'old' (JSON) or 'data' (JSON-C) (seed 003)",
+        "with options.schema_registry: Confluent-framed, the registry's schema replaces options.schema (Confluent)",
     )
 
     def decode(self, raw: bytes, ctx: DecodeContext) -> list[Change]:
+        if registry_for(ctx.options) is not None:
+            return super().decode(raw, ctx)  # RegistryFramed: Confluent-framed, the registry's schema
         self.check_size(raw, ctx)
         options = ctx.options or {}
         parsed = load_schema(options.get("schema"))
@@ -148,13 +154,16 @@ class DrsAvroDecoder(Decoder):
         if not isinstance(rec, dict):
             raise Reject("the configured DRS Avro schema does not describe a record")
         try:
-            return self.decode_record(rec, ctx)
+            return self.decode_avro_record(rec, ctx)
         except Reject:
             raise
         except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
             raise Reject(f"malformed DRS record: {type(exc).__name__}: {exc}"[:200]) from None
 
-    def decode_record(self, rec: dict[str, Any], ctx: DecodeContext) -> list[Change]:
+    def decode_avro_record(self, rec: Any, ctx: DecodeContext) -> list[Change]:
+        """One record read with the configured (or the registry's) schema → changes."""
+        if not isinstance(rec, dict):
+            raise Reject("the DRS Avro schema does not describe a record")
         options = ctx.options or {}
         f = {**DEFAULT_FIELDS, **(options.get("fields") or {})}
         ops = {**DEFAULT_OPS, **(options.get("ops") or {})}

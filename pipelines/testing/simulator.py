@@ -63,7 +63,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from pipelines.formats import FORMAT_IDS, get_decoder
+from pipelines.formats import ALL_FORMAT_IDS, get_decoder
 from pipelines.formats.base import Change, DecodeContext, Decoder, TableSpec
 from pipelines.testing.model import MirrorModel, table_name
 from pipelines.values import family
@@ -81,7 +81,8 @@ class Capabilities:
       storeDataSequence: seconds, increment), ``es`` (Canal source time in ms), ``id`` (one
       growing integer), ``scn_seq`` (SharePlex scn, seq), ``scn`` (DataWorks scn), ``seq_id``
       (DataWorks sequenceId; the decoder adds the phase), ``pos`` (Debezium ``A@B``), ``mongo``
-      (clusterTime seconds, increment, id), ``none`` (queue order only).
+      (clusterTime seconds, increment, id), ``binlog`` (MySQL binlog file number, pos, row),
+      ``none`` (queue order only).
     * ``total_order`` – seq orders every change, so delivery may reorder anything.
     * ``snapshot`` – ``op``: a full-load op exists (→ SNAPSHOT); ``insert``: full load arrives
       as INSERT with an ordering value; ``none``: no full load in the history.
@@ -174,12 +175,36 @@ CAPABILITIES: dict[str, Capabilities] = {
         seq="scn_seq", snapshot="insert", partial="always", truncate_detail="TRUNCATE", keyless=False
     ),
     "dts_canal": Capabilities(seq="id"),
+    # canal: seq (es,); the simulator's es are distinct milliseconds (real Canal's are whole seconds,
+    # ties keep queue order: tests/unit/test_fmt_canal_alibaba.py); INIT = full load with its es
+    "canal": Capabilities(seq="es"),
+    # maxwell: (binlog file, offset) from `position`; bootstrap-insert rows carry none; no TRUNCATE event
+    "maxwell": Capabilities(seq="pos", snapshot_seq=False, truncate=False, ddl_detail="table-alter"),
+    # ogg_json: no full-load op (initial load arrives as I with its pos), no DDL message (images gain the
+    # column), compressed updates carry the key and the changed columns
+    "ogg_json": Capabilities(seq="pos", snapshot="insert", ddl=False, partial="sometimes"),
+    # aws_dms: load rows carry no transaction details (no seq), no TRUNCATE, ADD COLUMN as a control record
+    "aws_dms": Capabilities(seq="pos", snapshot_seq=False, truncate=False, ddl_detail="add-column"),
+    # debezium (MySQL connector): no DDL message (schema changes go to another topic; images gain the
+    # column); full-load rows carry the placeholder "file": "" (no position), as Flink CDC writes them
+    "debezium": Capabilities(seq="binlog", snapshot_seq=False, ddl=False),
 }
 
 
 def encodable_formats() -> list[str]:
-    """Format ids of FORMAT_IDS whose decoder has an encoder (all of them have a capability row)."""
-    return [f for f in FORMAT_IDS if f in CAPABILITIES and type(get_decoder(f)).encode is not Decoder.encode]
+    """Format ids (seed formats and EXTRA_FORMAT_IDS) with a capability row whose decoder has an encoder."""
+    return [f for f in ALL_FORMAT_IDS if f in CAPABILITIES and has_encoder(f)]
+
+
+def has_encoder(format_id: str) -> bool:
+    """True where the format's decoder overrides ``encode``; False while its module is not written yet."""
+    try:
+        decoder = get_decoder(format_id)
+    except ModuleNotFoundError as exc:
+        if exc.name == f"pipelines.formats.{format_id}":
+            return False
+        raise
+    return type(decoder).encode is not Decoder.encode
 
 
 # ---------------------------------------------------------------- tables and values
@@ -331,6 +356,8 @@ def _seq_for(kind: str, ms: int, inc: int, counter: int) -> tuple[int, ...]:
         return (ms // 1000, counter)
     if kind == "mongo":
         return (ms // 1000, inc, counter)
+    if kind == "binlog":  # MySQL (binlog file number, pos, row): a new binlog file every 40 events
+        return (1 + counter // 40, 154 + (counter % 40) * 250, 0)
     return ()
 
 

@@ -78,11 +78,20 @@ class Cluster:
     def state(self) -> dict:
         return _master_state(self.ui_port)
 
-    def app(self, name: str) -> dict:
-        """The completed application of that name (its last run)."""
-        apps = [a for a in self.state()["completedapps"] if a["name"] == name]
-        assert apps, f"no completed application {name!r} on the master: {self.state()['completedapps']}"
-        return apps[-1]
+    def app(self, name: str, timeout: float = 60) -> dict:
+        """The completed application of that name (its last run).
+
+        The master files an application as completed only after it notices the driver has gone, which can be a
+        few seconds after the driver process exits on a busy machine: wait for it, bounded.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            completed = self.state()["completedapps"]
+            apps = [a for a in completed if a["name"] == name]
+            if apps:
+                return apps[-1]
+            assert time.monotonic() < deadline, f"no completed application {name!r} on the master: {completed}"
+            time.sleep(0.5)
 
     def executor_logs(self, app_id: str) -> list[Path]:
         """Each worker's executor stderr of the application (``<work dir>/<app id>/<executor id>/stderr``)."""

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import importlib
+import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from _real_fixtures import REAL, records
 
 from pipelines.formats import ALL_FORMAT_IDS
-from pipelines.formats.auto import DECODER, sniff
-from pipelines.formats.base import DecodeContext, Reject
+from pipelines.formats.auto import CANDIDATES, DECODER, sniff
+from pipelines.formats.base import DecodeContext, Num, Reject
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ROOT / "fixtures" / "seeds"
@@ -68,9 +71,63 @@ SHAPES = [
             "data": [],
             "mysqlType": {"c5": "timestamp"},
         },
-        "dts_canal",
+        "canal",
     ),
     ({"a": "1", "__deleted": "false"}, "oms_debezium_smt"),
+    # Debezium as the Debezium project writes it: a source field OMS never writes, or a numeric pos
+    (
+        {
+            "schema": {"type": "struct", "name": "dbserver1.inventory.customers.Envelope"},
+            "payload": {
+                "op": "c",
+                "after": {"id": 1},
+                "source": {"connector": "postgresql", "lsn": 1, "snapshot": "false"},
+            },
+        },
+        "debezium",
+    ),
+    (
+        {"op": "u", "before": {}, "after": {}, "source": {"connector": "mysql", "file": "", "pos": 0, "row": 0}},
+        "debezium",
+    ),
+    ({"op": "c", "after": {}, "source": {"connector": "mysql", "name": "n", "pos": Num("4")}}, "debezium"),
+    ({"id": 1, "__op": "c", "__table": "customers", "__deleted": "false"}, "debezium"),
+    ({"id": 1, "type": "x", "table": "y", "__op": "u", "__source_ts_ms": 1}, "debezium"),
+    ({"schema": {"type": "struct"}, "payload": {"id": 1, "__op": "d", "__deleted": "true"}}, "debezium"),
+    ({"ts_ms": Num("1589362330904")}, "debezium"),  # heartbeat
+    ({"status": "BEGIN", "id": "571:53195829", "event_count": None, "data_collections": None}, "debezium"),
+    ({"source": {"server": "mysql"}, "databaseName": "inventory", "ddl": "CREATE TABLE t (id INT)"}, "debezium"),
+    ({"schema": {"name": "io.debezium.connector.common.Heartbeat"}, "payload": {"ts_ms": Num("1")}}, "debezium"),
+    (
+        {
+            "table": "QASOURCE.TCUSTMER",
+            "op_type": "I",
+            "op_ts": "2015-11-05 18:45:36.000000",
+            "current_ts": "2016-10-05T10:15:51.267000",
+            "pos": "00000000000000002928",
+            "after": {"CUST_CODE": "WILL"},
+        },
+        "ogg_json",
+    ),
+    (
+        {"$schema": "http://json-schema.org/draft-04/schema#", "title": "QASOURCE.TCUSTORD", "type": "object"},
+        "ogg_json",
+    ),
+    (
+        {
+            "data": {"id": 1},
+            "metadata": {
+                "timestamp": "2023-01-01T00:00:00.000000Z",
+                "record-type": "data",
+                "operation": "insert",
+                "partition-key-type": "primary-key",
+                "schema-name": "s",
+                "table-name": "t",
+                "transaction-id": 12,
+            },
+        },
+        "aws_dms",
+    ),
 ]
 
 
@@ -81,7 +138,7 @@ def test_sniffing_table(obj, format_id):
 
 def test_every_json_format_has_a_rule_or_must_be_named():
     sniffed = {fid for _obj, fid in SHAPES}
-    named_only = {"drs_json_c", "drs_avro", "oms_avro", "dts_avro", "auto"}
+    named_only = {"drs_json_c", "dts_canal", "drs_avro", "oms_avro", "dts_avro", "debezium_avro", "auto"}
     assert sniffed | named_only == set(ALL_FORMAT_IDS)
 
 
@@ -103,8 +160,9 @@ def test_delegates_to_the_recognised_decoder(format_id):
 # Fixtures of other formats (written by other helpers) that exist when this runs: each line
 # must be recognised as its own format, or as one it is documented to share a shape with.
 ALTERNATES = {
-    "drs_json_c": {"drs_json", "dts_canal"},
-    "drs_json": {"drs_json", "dts_canal"},
+    "drs_json_c": {"drs_json", "canal"},
+    "drs_json": {"drs_json", "canal"},
+    "dts_canal": {"canal"},  # DTS Canal JSON has open-source Canal's shape: named only (module docstring)
     "oms_debezium": {"oms_debezium", "oms_debezium_flatten"},
 }
 
@@ -122,10 +180,10 @@ def test_fixtures_present_are_recognised(path):
 @pytest.mark.parametrize(
     "name, format_id",
     [
-        ("canal-data.txt", "dts_canal"),
-        ("debezium-data-schema-exclude.txt", "oms_debezium_flatten"),
+        ("canal-data.txt", "canal"),
+        ("debezium-data-schema-exclude.txt", "debezium"),
         ("maxwell-data.txt", "maxwell"),
-        ("product_changelog.txt", "oms_debezium_flatten"),
+        ("product_changelog.txt", "debezium"),
     ],
 )
 def test_conformance_shapes(name, format_id):
@@ -184,6 +242,7 @@ def test_conformance_mirror_through_auto_canal_and_maxwell(name):
 
 
 def test_conformance_mirror_through_auto_debezium():
+    _needs("debezium")
     [rows] = _auto_mirror("debezium-data-schema-exclude.txt").values()
     assert sorted(int(r["id"]) for r in rows) == list(range(101, 111))
     sums: dict[str, float] = {}
@@ -201,3 +260,131 @@ def test_conformance_mirror_through_auto_debezium():
     assert sums.keys() == expected.keys()
     assert all(abs(sums[k] - v) < 1e-5 for k, v in expected.items())
     assert all(rows == [] for rows in _auto_mirror("product_changelog.txt").values())
+
+
+# ---------------------------------------------------------------- the formats beyond the seeds
+
+
+def _needs(format_id: str) -> None:
+    """Skip while another helper's format module is not written yet (re-run once it is)."""
+    if importlib.util.find_spec(f"pipelines.formats.{format_id}") is None:
+        pytest.skip(f"pipelines/formats/{format_id}.py does not exist yet")
+
+
+@pytest.mark.parametrize("obj", [{}, {"a": 1}, {"metadata": {"x": 1}}, {"type": 5, "database": "d"}])
+def test_an_unclassifiable_message_names_every_candidate_and_why_it_failed(obj):
+    with pytest.raises(Reject) as err:
+        DECODER.decode(json.dumps(obj).encode(), CTX)
+    reason = str(err.value)
+    for ids, _shape in CANDIDATES:
+        assert ids in reason
+    for fid in ("debezium", "canal", "oms_canal", "ogg_json", "aws_dms", "maxwell"):
+        assert fid in reason
+    assert "name the format" in reason
+    if "metadata" in obj:
+        assert "no 'record-type' in 'metadata'" in reason
+    if "type" in obj:
+        assert "'type' is a number" in reason
+
+
+@pytest.mark.parametrize("fmt", ["canal", "maxwell", "ogg_json", "aws_dms"])
+def test_real_messages_of_other_projects_are_recognised(fmt):
+    paths = sorted(p for p in (REAL / fmt).rglob("*") if p.suffix in (".txt", ".json", ".jsonl"))
+    if not paths:
+        pytest.skip(f"no real {fmt} messages in tests/fixtures/real/{fmt}")
+    seen = 0
+    for path in paths:
+        for raw in records(path):
+            obj = json.loads(raw)
+            if fmt == "canal" and not ({"database", "table"} & set(obj)):
+                # Paimon's "incomplete" messages name no table: nothing to tell them by (canal tests
+                # decode them with default_table); auto must say so rather than guess
+                with pytest.raises(Reject, match="candidates considered"):
+                    sniff(obj)
+                continue
+            assert sniff(obj) == fmt, (path.name, raw[:120])
+            seen += 1
+    assert seen > 10
+
+
+@pytest.mark.parametrize("fmt", ["canal", "maxwell", "ogg_json", "aws_dms", "debezium"])
+def test_auto_decodes_the_new_formats_as_their_own_decoders_do(fmt):
+    _needs(fmt)
+    own = importlib.import_module(f"pipelines.formats.{fmt}").DECODER
+    paths = [SEEDS / f"{fmt}.jsonl"] + sorted((REAL / fmt).rglob("*.txt"))
+    compared = 0
+    for path in paths:
+        if not path.exists():
+            continue
+        for raw in records(path):
+            try:
+                if sniff(json.loads(raw)) != fmt:
+                    continue  # a Kafka record key stored next to Debezium's values
+            except Reject:
+                continue  # Paimon's "incomplete" canal messages (test_real_messages_..._are_recognised)
+            try:
+                expected = own.decode(raw, CTX)
+            except Reject as exc:
+                with pytest.raises(Reject, match=f"^as {fmt}: ") as err:
+                    DECODER.decode(raw, CTX)
+                assert str(err.value) == f"as {fmt}: {exc}"
+                continue
+            assert DECODER.decode(raw, CTX) == expected
+            compared += 1
+    if compared == 0:
+        pytest.skip(f"no {fmt} fixtures yet")
+
+
+def test_canal_and_oms_canal_are_told_apart_by_id_and_why_not_by_the_bytes():
+    msg = {
+        "data": [{"k": "1", "b": "abcd"}],
+        "database": "d",
+        "table": "t",
+        "es": 1683168155000,
+        "isDdl": False,
+        "mysqlType": {"k": "INT", "b": "VARBINARY(10)"},
+        "sqlType": {"k": 4, "b": -3},
+        "old": None,
+        "pkNames": ["k"],
+        "sql": "",
+        "ts": 1683168155270,
+        "type": "INSERT",
+    }
+    with_id = {**msg, "id": 55}
+    assert sniff(msg) == "oms_canal" and sniff(with_id) == "canal"
+    # "abcd" is valid Base64 (3 bytes) and ISO-8859-1 text (4 bytes): the bytes cannot tell the writer
+    [oms] = DECODER.decode(json.dumps(msg).encode(), CTX)
+    [canal] = DECODER.decode(json.dumps(with_id).encode(), CTX)
+    assert base64.b64decode(oms.after["b"]) == bytes.fromhex("69b71d")
+    assert base64.b64decode(canal.after["b"]) == b"abcd"
+    # Canal's own binaries (Paimon: "nine.bin") are no Base64 at all: oms_canal would quarantine them
+    nine = {**with_id, "data": [{"k": "9", "b": "nine.bin"}]}
+    [change] = DECODER.decode(json.dumps(nine).encode(), CTX)
+    assert base64.b64decode(change.after["b"]) == b"nine.bin"
+    with pytest.raises(Reject, match="as oms_canal: .*not valid Base64"):
+        DECODER.decode(json.dumps({**msg, "data": [{"k": "9", "b": "nine.bin"}]}).encode(), CTX)
+
+
+def test_debezium_project_and_oms_debezium_are_told_apart_by_source():
+    oms = [
+        json.loads(raw) for name in ("oms_debezium", "oms_debezium_flatten") for raw in records(SEEDS / f"{name}.jsonl")
+    ]
+    assert oms and all(sniff(obj) in ("oms_debezium", "oms_debezium_flatten") for obj in oms)
+    for obj in oms:  # the same message with one field OMS never writes is Debezium's own
+        payload = obj.get("payload", obj)
+        if isinstance(payload.get("source"), dict):
+            payload["source"]["snapshot"] = "false"
+            assert sniff(obj) == "debezium"
+
+
+def test_a_tombstone_is_debeziums_and_a_record_key_reaches_the_debezium_decoder():
+    _needs("debezium")
+    own = importlib.import_module("pipelines.formats.debezium").DECODER
+    for value in (None, b"", b"null"):
+        assert DECODER.decode_record(b'{"id": 1}', value, CTX) == own.decode_record(b'{"id": 1}', None, CTX)
+    path = CONFORMANCE / "debezium-data-schema-exclude.txt"
+    if not path.exists():
+        pytest.skip("conformance corpus not present")
+    raw = records(path)[0]
+    key = b'{"id": 101}'
+    assert DECODER.decode_record(key, raw, CTX) == own.decode_record(key, raw, CTX)

@@ -31,12 +31,21 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "pipelines.sql",
         ),
     ),
-    ("storage", ("pipelines.warehouse", "pipelines.mirror_columns", "pipelines.delta_writes", "pipelines.spark")),
+    (
+        "storage",
+        (
+            "pipelines.warehouse",
+            "pipelines.mirror_columns",
+            "pipelines.delta_writes",
+            "pipelines.spark",
+            "pipelines.kafka_offsets",
+        ),
+    ),
     ("rules", ("pipelines.quality", "pipelines.quality.rules")),
     ("config", ("pipelines.config",)),
     ("stages", ("pipelines.quality.*", "pipelines.bronze", "pipelines.silver")),
     ("gold", ("pipelines.gold", "pipelines.gold.*")),
-    ("orchestration", ("pipelines.runner", "pipelines.export")),
+    ("orchestration", ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress")),
     ("entry points", ("pipelines.cli",)),
 )
 #: Dev tools: they may import the runtime; only the CLI (its dev subcommands) imports them.

@@ -266,7 +266,7 @@ def test_a_2mb_drs_mongo_width_bomb_is_rejected_quickly():
     assert took < 2, f"{took:.2f}s"
 
 
-@pytest.mark.parametrize("fmt", ["oms_canal", "dts_canal", "drs_json", "auto"])
+@pytest.mark.parametrize("fmt", ["oms_canal", "dts_canal", "drs_json", "ogg_json", "aws_dms", "auto"])
 def test_json_width_bombs_are_rejected_quickly(fmt):
     wide = canal(data=[{"id": str(i)} for i in range(200_000)])
     result, took = timed(decode, fmt, wide)

@@ -1,0 +1,5 @@
+"""``python -m bench``: see :mod:`bench`."""
+
+from bench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""Decode: messages/s per format through silver's decode path, beside Spark's own JSON parsers.
+
+Bronze is built once per format from the simulator's encoded messages (a pool of distinct messages,
+repeated to the wanted count, each row with its own position), cached and counted, so every method
+reads the same rows from memory. Each method writes to the ``noop`` sink, which evaluates every column:
+
+* ``lakecdc``: :func:`pipelines.silver.decode_frame` (the decoder of the format, exact values);
+* ``from_json``: bare ``from_json`` with a hand-written schema of the same fields (lossy: a number is
+  whatever Spark makes of it, no vendor quirk handled, nothing quarantined);
+* ``try_parse_json``: ``try_parse_json`` + one ``variant_get`` per top-level field, cast to the same types.
+
+Avro (``oms_avro``) has no Spark-native comparison here (``spark-avro`` is not on the classpath), so
+only its own rate is given; the target (≥ 0.7× bare ``from_json``) is for the JSON formats.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+
+from pipelines.config import parse_config
+from pipelines.silver import decode_frame
+from pipelines.testing.simulator import generate_history, pipeline_yaml_many
+
+FORMATS = ("oms_default", "oms_canal", "dataworks_kafka", "dts_canal", "oms_avro")
+
+_MAP = "MAP<STRING, STRING>"
+_CANAL = (
+    f"database STRING, table STRING, type STRING, isDdl BOOLEAN, sql STRING, pkNames ARRAY<STRING>, "
+    f"mysqlType {_MAP}, sqlType MAP<STRING, INT>, data ARRAY<{_MAP}>, old ARRAY<{_MAP}>, es BIGINT, ts BIGINT"
+)
+#: Hand-written schemas: the fields each decoder reads (seed 000/002/004 shapes; the simulator's encoders).
+SCHEMAS = {
+    "oms_default": (
+        "allMetaData STRUCT<db: STRING, table_name: STRING, storeDataSequence: STRING, record_primary_key: STRING, "
+        "record_primary_value: STRING, timestamp: STRING, transId: STRING, dbType: STRING>, "
+        f"prevStruct {_MAP}, postStruct {_MAP}, recordType STRING"
+    ),
+    "oms_canal": _CANAL + ", id BIGINT",
+    "dts_canal": _CANAL + ", id BIGINT, gtid STRING",
+    "dataworks_kafka": (
+        "schema STRUCT<dataColumn: ARRAY<STRUCT<name: STRING, type: STRING>>, primaryKey: ARRAY<STRING>, "
+        "source: STRUCT<dbType: STRING, dbName: STRING, schemaName: STRING, tableName: STRING>>, "
+        f"payload STRUCT<before: STRUCT<dataColumn: {_MAP}>, after: STRUCT<dataColumn: {_MAP}>, sequenceId: STRING, "
+        "scn: STRING, op: STRING, timestamp: STRUCT<eventTime: BIGINT>, ddl: STRING>, version STRING"
+    ),
+}
+
+
+def _say(msg: str) -> None:
+    print(f"[bench] {msg}", flush=True)
+
+
+def _histories(pool: int, seed: int):
+    return {
+        fmt: generate_history(fmt, seed, n_changes=pool, n_tables=4, composite_keys=False, db=f"bench_{fmt}")
+        for fmt in FORMATS
+    }
+
+
+def _bronze(spark, messages: dict[str, list[bytes]], count: int):
+    """``count`` bronze rows per format, cycling through each format's ``messages``; cached and counted."""
+    from pyspark.sql import functions as F
+
+    pool = spark.createDataFrame(
+        [(fmt, i, len(raws), raw) for fmt, raws in messages.items() for i, raw in enumerate(raws)],
+        "format STRING, m INT, size INT, value BINARY",
+    )
+    reps = max(-(-count // len(raws)) for raws in messages.values())
+    rows = (
+        spark.range(reps)
+        .withColumnRenamed("id", "rep")
+        .crossJoin(F.broadcast(pool))
+        .where(F.col("rep") * F.col("size") + F.col("m") < count)
+        .select(
+            F.concat(F.lit("sim_"), "format").alias("source"),
+            "format",
+            "value",
+            F.format_string("bench://%s#%d.%d", "format", "rep", "m").alias("position"),
+            F.format_string("bench:%06d:%020d", "rep", "m").alias("queue_pos"),
+            F.current_timestamp().alias("ingest_time"),
+        )
+        .repartition(spark.sparkContext.defaultParallelism)
+        .cache()
+    )
+    return rows, rows.count()
+
+
+def _methods(fmt: str, cfg):
+    from pyspark.sql import functions as F
+
+    out = {"lakecdc": lambda df: decode_frame(df, cfg)}
+    schema = SCHEMAS.get(fmt)
+    if schema is not None:
+        out["from_json"] = lambda df: df.select(F.from_json(F.col("value").cast("string"), schema).alias("j")).select(
+            "j.*"
+        )
+        fields = _top_level(schema)
+        out["try_parse_json"] = lambda df: df.select(F.expr("try_parse_json(CAST(value AS STRING))").alias("v")).select(
+            *[F.expr(f"variant_get(v, '$.{name}', '{typ}')").alias(name) for name, typ in fields]
+        )
+    return out
+
+
+def _top_level(schema: str) -> list[tuple[str, str]]:
+    from pyspark.sql.types import StructType
+
+    parsed = StructType.fromDDL(schema)
+    return [(f.name, f.dataType.simpleString()) for f in parsed.fields]
+
+
+def _noop(frame) -> float:
+    began = time.perf_counter()
+    frame.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - began
+
+
+def run_decode(spark, work: Path, sizes: dict) -> dict:
+    messages_per_format = sizes["messages"]
+    pool = min(sizes["pool"], messages_per_format)
+    histories = _histories(pool, seed=11)
+    doc = yaml.safe_load(
+        pipeline_yaml_many(list(histories.values()), str(work / "warehouse"), {f: str(work / f) for f in FORMATS})
+    )
+    cfg = parse_config(doc, origin="bench-decode")
+    cases = []
+    all_bronze, _ = _bronze(spark, {fmt: h.messages for fmt, h in histories.items()}, messages_per_format)
+    warmed: set[str] = set()
+    for fmt in FORMATS:
+        messages = histories[fmt].messages
+        methods = _methods(fmt, cfg)
+        bronze = all_bronze.where(f"format = '{fmt}'")
+        for name, make in methods.items():  # once per method: Python workers up, code generated, classes loaded
+            if name not in warmed:
+                warmed.add(name)
+                _noop(make(bronze.limit(200)))
+        case = {"format": fmt, "messages": messages_per_format, "distinct_messages": len(messages)}
+        case["avg_message_bytes"] = round(sum(map(len, messages)) / len(messages))
+        n = messages_per_format
+        for name, make in methods.items():
+            best = min(_noop(make(bronze)) for _ in range(sizes["repeat"]))
+            case[f"{name}_seconds"] = round(best, 3)
+            case[f"{name}_msg_per_s"] = round(n / best) if best else None
+        if "from_json_msg_per_s" in case:
+            case["ratio_vs_from_json"] = round(case["lakecdc_msg_per_s"] / case["from_json_msg_per_s"], 3)
+            case["ratio_vs_try_parse_json"] = round(case["lakecdc_msg_per_s"] / case["try_parse_json_msg_per_s"], 3)
+        _say(
+            f"decode {fmt}: lakecdc {case['lakecdc_msg_per_s']} msg/s"
+            + (
+                f", from_json {case['from_json_msg_per_s']}, try_parse_json {case['try_parse_json_msg_per_s']}"
+                if "from_json_msg_per_s" in case
+                else ""
+            )
+        )
+        cases.append(case)
+    all_bronze.unpersist()
+    json_ratios = [c["ratio_vs_from_json"] for c in cases if "ratio_vs_from_json" in c]
+    worst = min(json_ratios) if json_ratios else None
+    figures = []
+    for c in cases:
+        figures.append(
+            {
+                "name": f"decode {c['format']}",
+                "value": c["lakecdc_msg_per_s"],
+                "unit": "msg/s",
+                "compare_name": "bare from_json" if "from_json_msg_per_s" in c else "(no Spark-native Avro parser)",
+                "compare_value": c.get("from_json_msg_per_s"),
+                "ratio": c.get("ratio_vs_from_json"),
+                "ratio_meaning": "lakecdc / from_json",
+            }
+        )
+        if "try_parse_json_msg_per_s" in c:
+            figures.append(
+                {
+                    "name": f"decode {c['format']}",
+                    "value": c["lakecdc_msg_per_s"],
+                    "unit": "msg/s",
+                    "compare_name": "try_parse_json + variant_get",
+                    "compare_value": c["try_parse_json_msg_per_s"],
+                    "ratio": c["ratio_vs_try_parse_json"],
+                    "ratio_meaning": "lakecdc / try_parse_json",
+                }
+            )
+    return {
+        "cases": cases,
+        "figures": figures,
+        "ratio": worst,
+        "target": {"text": "≥ 0.7× bare from_json for every JSON format (the worst one shown)", "min": 0.7},
+        "verdict": "PASS" if worst is not None and worst >= 0.7 else "FAIL",
+    }

@@ -1,0 +1,249 @@
+"""The gold sections: many tables, apply, scale. Each gold figure stands next to the naive MERGE's.
+
+Every case has its own warehouse under the work dir: a setup batch (the mirrors' initial rows, through
+gold as well, so the mirrors are gold's own) and then the measured batch, one micro-batch of gold. The
+naive mirrors get the same initial rows written directly, then the same measured changes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from bench.changes import (
+    append_changes,
+    bench_config,
+    changes_frame,
+    mirror_features,
+    naive_tables,
+    run_gold,
+    run_naive,
+)
+from pipelines.warehouse import Warehouse
+
+
+def _say(msg: str) -> None:
+    print(f"[bench] {msg}", flush=True)
+
+
+def gold_case(
+    spark,
+    work: Path,
+    *,
+    rows: int,
+    changes: int,
+    tables: int,
+    checks: bool,
+    setup_chunk: int,
+    batch_keys: int | None = None,
+) -> dict:
+    """Mirror(s) of ``rows`` rows over ``tables`` tables, then one measured batch of ``changes`` (updating and
+    deleting keys ``1 … batch_keys``, default all of them); gold and naive. A case already measured in this
+    run (the 1-table case of ``tables`` is ``apply``'s when their sizes agree, as in ``--quick``) is reused."""
+    memo = (rows, changes, tables, checks, min(setup_chunk, rows), batch_keys or rows)
+    if memo in _CASES:
+        return {**_CASES[memo], "reused": True}
+    shutil.rmtree(work, ignore_errors=True)
+    cfg = bench_config(work / "warehouse", checks)
+    setup_cfg = bench_config(work / "warehouse", False)  # the initial rows: no need to check them
+    wh = Warehouse.from_config(cfg)
+    began = time.perf_counter()
+    for start in range(0, rows, setup_chunk):  # the initial rows, through gold, in chunks
+        n = min(setup_chunk, rows - start)
+        append_changes(spark, wh, changes_frame(spark, n, tables=tables, seq_base=10**15 + start, first_key=start + 1))
+        run_gold(spark, setup_cfg)
+    setup = time.perf_counter() - began
+    version = append_changes(spark, wh, changes_frame(spark, changes, tables=tables, existing=batch_keys or rows))
+    gold = run_gold(spark, cfg)
+    naive_root = work / "naive"
+    naive_tables(spark, naive_root, rows, tables)
+    naive = run_naive(spark, wh, naive_root, version, work / "naive_checkpoint")
+    out = {
+        "rows": rows,
+        "changes": changes,
+        "tables": tables,
+        "setup_seconds": round(setup, 2),
+        "gold_seconds": round(gold.batch_seconds, 2),
+        "gold_wall_seconds": round(gold.wall, 2),
+        "gold_batches": gold.batches,
+        "gold_jobs": gold.jobs,
+        "gold_commits": gold.commits,
+        "gold_stats": gold.stats,
+        "naive_seconds": round(naive.batch_seconds, 2),
+        "naive_wall_seconds": round(naive.wall, 2),
+        "naive_jobs": naive.jobs,
+        "features": _features(spark, work),
+    }
+    shutil.rmtree(work, ignore_errors=True)
+    _CASES[memo] = out
+    return out
+
+
+#: Cases measured in this run (see :func:`gold_case`).
+_CASES: dict[tuple, dict] = {}
+
+
+def run_tables(spark, work: Path, sizes: dict, checks: bool) -> dict:
+    """The same changes over 1 … N tables: gold seconds per batch, and the naive MERGE per table."""
+    cases = []
+    for n in sizes["table_counts"]:
+        _say(f"tables: {sizes['changes']} changes over {n} table(s) ...")
+        case = gold_case(
+            spark,
+            work / f"gold-{n}",
+            rows=sizes["rows"],
+            changes=sizes["changes"],
+            tables=n,
+            checks=checks,
+            setup_chunk=sizes["rows"],
+        )
+        _say(f"tables: {n}: gold {case['gold_seconds']} s, naive {case['naive_seconds']} s")
+        cases.append(case)
+    one, most = cases[0], cases[-1]
+    ratio = most["gold_seconds"] / one["gold_seconds"] if one["gold_seconds"] else None
+    figures = [
+        {
+            "name": f"gold, {c['tables']} table(s)",
+            "value": c["gold_seconds"],
+            "unit": "s/batch",
+            "compare_name": "naive MERGE per table",
+            "compare_value": c["naive_seconds"],
+            "ratio": round(c["gold_seconds"] / c["naive_seconds"], 2) if c["naive_seconds"] else None,
+            "ratio_meaning": "gold / naive seconds",
+        }
+        for c in cases
+    ]
+    naive_ratio = most["naive_seconds"] / one["naive_seconds"] if one["naive_seconds"] else None
+    figures.append(
+        {
+            "name": f"gold {most['tables']} tables / 1 table",
+            "value": round(ratio, 2) if ratio is not None else None,
+            "unit": "×",
+            "compare_name": f"naive {most['tables']} tables / 1 table",
+            "compare_value": round(naive_ratio, 2) if naive_ratio is not None else None,
+            "ratio": round(ratio, 2) if ratio is not None else None,
+            "ratio_meaning": "gold seconds at the most tables / at 1 table",
+        }
+    )
+    return {
+        "cases": cases,
+        "figures": figures,
+        "ratio": round(ratio, 2) if ratio is not None else None,
+        "target": {"text": f"{most['tables']} tables ≤ 3× the 1-table gold time", "max": 3.0},
+        "verdict": _verdict(ratio is not None and ratio <= 3.0),
+    }
+
+
+def run_apply_scale(spark, work: Path, sizes: dict, checks: bool, sections: set[str]) -> dict[str, dict]:
+    """Apply (batch into a mirror of ``rows``) and scale (the same batch into one 10× larger)."""
+    out: dict[str, dict] = {}
+    small = None
+    if "apply" in sections or "scale" in sections:
+        _say(f"apply: {sizes['changes']} changes into a {sizes['rows']}-row mirror ...")
+        small = gold_case(
+            spark,
+            work / "gold-1",
+            rows=sizes["rows"],
+            changes=sizes["changes"],
+            tables=1,
+            checks=checks,
+            setup_chunk=sizes["setup_chunk"],
+        )
+        _say(f"apply: gold {small['gold_seconds']} s, naive {small['naive_seconds']} s")
+    if "apply" in sections and small is not None:
+        speed = small["naive_seconds"] / small["gold_seconds"] if small["gold_seconds"] else None
+        out["apply"] = {
+            "cases": [small],
+            "figures": [
+                {
+                    "name": "gold apply",
+                    "value": round(small["changes"] / small["gold_seconds"]) if small["gold_seconds"] else None,
+                    "unit": "changes/s",
+                    "compare_name": "naive foreachBatch MERGE",
+                    "compare_value": round(small["changes"] / small["naive_seconds"])
+                    if small["naive_seconds"]
+                    else None,
+                    "ratio": round(speed, 2) if speed is not None else None,
+                    "ratio_meaning": "gold speed / naive speed",
+                }
+            ],
+            "ratio": round(speed, 2) if speed is not None else None,
+            "target": {"text": "gold ≥ 1.0× the naive MERGE's speed", "min": 1.0},
+            "verdict": _verdict(speed is not None and speed >= 1.0),
+        }
+    if "scale" in sections and small is not None:
+        big_rows = sizes["rows"] * sizes["scale_factor"]
+        _say(f"scale: the same {sizes['changes']} changes into a {big_rows}-row mirror ...")
+        big = gold_case(
+            spark,
+            work / "scale",
+            rows=big_rows,
+            changes=sizes["changes"],
+            tables=1,
+            checks=checks,
+            setup_chunk=sizes["setup_chunk"],
+            batch_keys=sizes["rows"],  # the same batch as into the smaller mirror
+        )
+        _say(f"scale: gold {big['gold_seconds']} s, naive {big['naive_seconds']} s")
+        ratio = big["gold_seconds"] / small["gold_seconds"] if small["gold_seconds"] else None
+        naive_ratio = big["naive_seconds"] / small["naive_seconds"] if small["naive_seconds"] else None
+        feats = big["features"]
+        uses = [
+            name
+            for name, on in (
+                ("file pruning", feats.get("file_pruning")),
+                ("liquid clustering", feats.get("liquid_clustering")),
+                ("deletion vectors", feats.get("deletion_vectors")),
+            )
+            if on
+        ]
+        out["scale"] = {
+            "cases": [small, big],
+            "figures": [
+                {
+                    "name": f"gold, {small['rows']}-row mirror",
+                    "value": small["gold_seconds"],
+                    "unit": "s/batch",
+                    "compare_name": "naive MERGE",
+                    "compare_value": small["naive_seconds"],
+                    "ratio": round(small["gold_seconds"] / small["naive_seconds"], 2)
+                    if small["naive_seconds"]
+                    else None,
+                    "ratio_meaning": "gold / naive seconds",
+                },
+                {
+                    "name": f"gold, {big_rows}-row mirror",
+                    "value": big["gold_seconds"],
+                    "unit": "s/batch",
+                    "compare_name": "naive MERGE",
+                    "compare_value": big["naive_seconds"],
+                    "ratio": round(big["gold_seconds"] / big["naive_seconds"], 2) if big["naive_seconds"] else None,
+                    "ratio_meaning": "gold / naive seconds",
+                },
+                {
+                    "name": f"gold {sizes['scale_factor']}× mirror / 1× mirror",
+                    "value": round(ratio, 2) if ratio is not None else None,
+                    "unit": "×",
+                    "compare_name": "naive, the same",
+                    "compare_value": round(naive_ratio, 2) if naive_ratio is not None else None,
+                    "ratio": round(ratio, 2) if ratio is not None else None,
+                    "ratio_meaning": "gold seconds, larger mirror / smaller",
+                },
+            ],
+            "ratio": round(ratio, 2) if ratio is not None else None,
+            "target": {"text": f"a {sizes['scale_factor']}× larger mirror ≤ 2× the time", "max": 2.0},
+            "verdict": _verdict(ratio is not None and ratio <= 2.0),
+            "gold_uses": uses or ["no file pruning, clustering or deletion vectors"],
+        }
+    return out
+
+
+def _features(spark, work: Path) -> dict:
+    wh = Warehouse(str(work / "warehouse"))
+    paths = wh.mirror_paths()
+    return mirror_features(spark, paths[0]) if paths else {}
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"

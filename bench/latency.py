@@ -1,0 +1,345 @@
+"""Latency: continuous mode through the local Kafka broker at a steady rate, produce → visible in gold.
+
+A local broker (:class:`pipelines.testing.kafka_broker.LocalBroker`) and :func:`pipelines.runner.run_pipeline`
+in continuous mode (bronze, silver and gold together, ``processing_time`` triggers). Once gold is up, a
+producer thread sends OMS Canal messages (made with the format's own encoder: inserts and updates over a
+few tables, keyed by table and key) at a steady rate, each stamped with its send time as the Kafka
+timestamp; then the pipeline drains, and the streams are stopped.
+
+Visible in gold: each mirror's change data feed (gold creates mirrors with it) gives, per written row,
+its ``_position`` (``kafka:<topic>/<partition>@<offset>``) and the commit's ``_commit_timestamp``. A
+message is visible at the first gold commit that wrote it or a later offset of its partition (a stream
+reads a partition in order, so a later offset visible means this one was processed too; a change folded
+into a later one of its key is covered that way). Latency = that time − the produce timestamp. A message
+never visible counts as infinitely late, so a pipeline that falls behind cannot pass.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from pipelines.config import parse_config
+from pipelines.formats import Change, DecodeContext, get_decoder
+from pipelines.runner import run_pipeline
+from pipelines.warehouse import Warehouse
+
+TYPES = {"id": "bigint", "name": "varchar(64)", "amount": "decimal(12,2)", "updated_at": "datetime"}
+
+
+def _say(msg: str) -> None:
+    print(f"[bench] {msg}", flush=True)
+
+
+def messages(n: int, tables: int = 4) -> list[tuple[bytes, bytes]]:
+    """(Kafka key, OMS Canal message): inserts, and every third message an update of a row inserted
+    earlier into the same table, over ``tables`` tables."""
+    enc, ctx = get_decoder("oms_canal"), DecodeContext()
+    out = []
+    inserted: dict[int, int] = {}  # table → keys inserted so far (keys 0, 1, ... per table)
+    for i in range(n):
+        t = i % tables
+        update = i % 3 == 0 and inserted.get(t, 0) > 0
+        key = (i // 3) % inserted[t] if update else inserted.get(t, 0)
+        if not update:
+            inserted[t] = key + 1
+        row = {"id": str(key), "name": f"name-{i}", "amount": f"{i % 100000}.{i % 100:02d}"}
+        row["updated_at"] = "2024-01-01T00:00:00"
+        ch = Change(
+            op="UPDATE" if update else "INSERT",
+            db="latency",
+            table=f"t{t}",
+            key_columns=("id",),
+            before=None,
+            after=row,
+            col_types=dict(TYPES),
+            seq=(1_700_000_000_000 + i,),
+            event_time="2024-01-01T00:00:00Z",
+        )
+        out.append((f"t{t}:{key}".encode(), enc.encode(ch, ctx)))
+    return out
+
+
+class _Producer(threading.Thread):
+    """Sends ``records`` at ``rate`` per second in 50 ms slices; keeps (partition, offset, ts ms) of each."""
+
+    def __init__(self, bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], rate: float) -> None:
+        super().__init__(name="bench-producer", daemon=True)
+        self.bootstrap, self.topic, self.records, self.rate = bootstrap, topic, records, rate
+        self.delivered: list[tuple[int, int, int]] = []
+        self.errors: list[str] = []
+        self.seconds = 0.0
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "log_level": 3,
+                "enable.idempotence": True,
+            }
+        )
+
+        def done(err, msg) -> None:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self.delivered.append((msg.partition(), msg.offset(), msg.timestamp()[1]))
+
+        began = time.monotonic()
+        for i, (key, value) in enumerate(self.records):
+            due = began + i / self.rate
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            while True:
+                try:
+                    producer.produce(
+                        self.topic, key=key, value=value, timestamp=int(time.time() * 1000), on_delivery=done
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+        producer.flush(60)
+        self.seconds = time.monotonic() - began
+
+
+def _visible(spark, wh: Warehouse, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+    """Per partition: offsets written to a mirror (sorted) and, aligned, the earliest commit (ms) at or after each."""
+    from pyspark.sql import functions as F
+
+    frames = []
+    for path in wh.mirror_paths():
+        cdf = (
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", 0)
+            .load(path)
+            .where("_change_type IN ('insert', 'update_postimage')")
+        )
+        frames.append(cdf.select("_position", (F.unix_millis("_commit_timestamp")).alias("ms")))
+    if not frames:
+        return {}
+    union = frames[0]
+    for f in frames[1:]:
+        union = union.unionByName(f)
+    pattern = rf"^kafka:{topic}/(\d+)@(\d+)$"
+    rows = (
+        union.select(
+            F.regexp_extract("_position", pattern, 1).cast("int").alias("p"),
+            F.regexp_extract("_position", pattern, 2).cast("bigint").alias("o"),
+            "ms",
+        )
+        .where("p IS NOT NULL")
+        .groupBy("p", "o")
+        .agg(F.min("ms").alias("ms"))
+        .collect()
+    )
+    per: dict[int, list[tuple[int, int]]] = {}
+    for r in rows:
+        per.setdefault(r["p"], []).append((r["o"], r["ms"]))
+    out = {}
+    for p, pairs in per.items():
+        pairs.sort()
+        offsets = [o for o, _ in pairs]
+        suffix_min, best = [0] * len(pairs), math.inf
+        for i in range(len(pairs) - 1, -1, -1):
+            best = min(best, pairs[i][1])
+            suffix_min[i] = best
+        out[p] = (offsets, suffix_min)
+    return out
+
+
+def _caught_up(spark, wh: Warehouse, topic: str, last: dict[int, int]) -> bool:
+    """Every partition's last produced message is in a mirror (its key's row holds it or a later one)."""
+    from pyspark.sql import functions as F
+
+    pattern = rf"^kafka:{topic}/(\d+)@(\d+)$"
+    seen: dict[int, int] = {}
+    try:
+        for path in wh.mirror_paths():
+            rows = (
+                spark.read.format("delta")
+                .load(path)
+                .select(
+                    F.regexp_extract("_position", pattern, 1).cast("int").alias("p"),
+                    F.regexp_extract("_position", pattern, 2).cast("bigint").alias("o"),
+                )
+                .groupBy("p")
+                .agg(F.max("o").alias("o"))
+                .collect()
+            )
+            for r in rows:
+                if r["p"] is not None:
+                    seen[r["p"]] = max(r["o"], seen.get(r["p"], -1))
+    except Exception:  # noqa: BLE001 - a mirror being created or written right now: ask again later
+        return False
+    return all(seen.get(p, -1) >= o for p, o in last.items())
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return math.nan
+    i = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[i]
+
+
+def _active(spark, name: str):
+    return next((q for q in spark.streams.active if q.name == name), None)
+
+
+def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
+    from pipelines.testing.kafka_broker import LocalBroker
+
+    shutil.rmtree(work, ignore_errors=True)
+    rate, seconds = sizes["rate"], sizes["seconds"]
+    records = messages(int(rate * seconds), sizes["tables"])
+    broker = LocalBroker(data_dir=work / "kafka", fresh=True).start()
+    try:
+        topic = "bench-latency"
+        broker.create_topic(topic, 3)
+        cfg = parse_config(
+            {
+                "warehouse": str(work / "warehouse"),
+                "quality_checks": checks,
+                "trigger": "continuous",
+                "processing_time": sizes["trigger"],
+                "sources": [
+                    {
+                        "name": "latency",
+                        "format": "oms_canal",
+                        "kafka": {"bootstrap_servers": broker.bootstrap, "topics": [topic]},
+                    }
+                ],
+            },
+            origin="bench-latency",
+        )
+        wh = Warehouse.from_config(cfg)
+        failure: list[BaseException] = []
+
+        def pipeline() -> None:
+            try:
+                run_pipeline(spark, cfg, available_now=False, stop_after=sizes["timeout"])
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failure.append(exc)
+
+        runner = threading.Thread(target=pipeline, name="bench-pipeline", daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 180
+        while _active(spark, "gold_apply") is None and time.monotonic() < deadline and runner.is_alive():
+            time.sleep(0.5)
+        time.sleep(3)  # first (empty) triggers done
+        _say(f"latency: producing {len(records)} messages at {rate}/s ...")
+        producer = _Producer(broker.bootstrap, topic, records, rate)
+        producer.start()
+        producer.join()
+        produced_at = time.monotonic()
+        last = {}
+        for p, o, _ts in producer.delivered:
+            last[p] = max(o, last.get(p, -1))
+        while time.monotonic() - produced_at < sizes["drain"] and runner.is_alive():
+            time.sleep(5)
+            if _caught_up(spark, wh, topic, last):
+                break
+        drained = time.monotonic() - produced_at
+        idle_by = time.monotonic() + 180  # caught up; let the batch that got there finish its checks before stopping
+        while time.monotonic() < idle_by and any(q.status.get("isTriggerActive") for q in spark.streams.active):
+            time.sleep(1)
+        for q in spark.streams.active:
+            q.stop()
+        runner.join(timeout=300)
+        if failure:
+            raise RuntimeError(f"the pipeline failed during the latency run: {failure[0]}")
+        visible = _visible(spark, wh, topic)
+    finally:
+        broker.stop()
+    latencies = []
+    missing = 0
+    for p, o, ts in producer.delivered:
+        offsets, first = visible.get(p, ([], []))
+        i = bisect.bisect_left(offsets, o)
+        if i == len(offsets):
+            missing += 1
+            latencies.append(math.inf)
+        else:
+            latencies.append((first[i] - ts) / 1000)
+    latencies.sort()
+    p50, p99 = _percentile(latencies, 0.50), _percentile(latencies, 0.99)
+    achieved = len(producer.delivered) / producer.seconds if producer.seconds else None
+    finite = [x for x in latencies if math.isfinite(x)]
+    shutil.rmtree(work, ignore_errors=True)
+    return {
+        "cases": [
+            {
+                "rate_target": rate,
+                "rate_achieved": round(achieved, 1) if achieved else None,
+                "messages": len(records),
+                "delivered": len(producer.delivered),
+                "producer_errors": producer.errors[:5],
+                "not_visible": missing,
+                "drain_seconds": round(drained, 1),
+                "trigger": sizes["trigger"],
+                "p50_seconds": _round(p50),
+                "p90_seconds": _round(_percentile(latencies, 0.90)),
+                "p99_seconds": _round(p99),
+                "max_seconds": _round(max(finite)) if finite else None,
+                "histogram": _histogram(finite),
+            }
+        ],
+        "figures": [
+            {
+                "name": f"latency p50 at {round(achieved or 0)} msg/s",
+                "value": _round(p50),
+                "unit": "s",
+                "compare_name": "trigger interval",
+                "compare_value": _trigger_seconds(sizes["trigger"]),
+                "ratio": None,
+                "ratio_meaning": "",
+            },
+            {
+                "name": f"latency p99 at {round(achieved or 0)} msg/s",
+                "value": _round(p99),
+                "unit": "s",
+                "compare_name": "target",
+                "compare_value": 15.0,
+                "ratio": _round(p99 / 15.0) if math.isfinite(p99) else None,
+                "ratio_meaning": "p99 / 15 s",
+            },
+        ],
+        "ratio": _round(p99 / 15.0) if math.isfinite(p99) else None,
+        "target": {"text": "p99 < 15 s at 2,000 msg/s", "max_seconds": 15.0, "rate": 2000},
+        "verdict": "PASS" if math.isfinite(p99) and p99 < 15.0 else "FAIL",
+    }
+
+
+def _round(x: float) -> float | None:
+    return round(x, 2) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def _trigger_seconds(text: str) -> float | None:
+    parts = text.split()
+    try:
+        value = float(parts[0])
+    except (ValueError, IndexError):
+        return None
+    unit = parts[1] if len(parts) > 1 else "seconds"
+    return value / 1000 if unit.startswith("milli") else value * 60 if unit.startswith("min") else value
+
+
+def _histogram(values: list[float], bins: int = 30) -> dict:
+    if not values:
+        return {"edges": [], "counts": []}
+    top = max(values) or 1.0
+    width = top / bins
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, int(v / width) if width else 0)] += 1
+    return {"edges": [round(i * width, 3) for i in range(bins + 1)], "counts": counts}
