@@ -19,6 +19,7 @@
 
 # COMMAND ----------
 import json
+import os
 from dataclasses import dataclass
 
 SOURCE_IDENTITY = "lakecdc.source_identity"
@@ -57,6 +58,9 @@ class LakecdcTables:
     def __init__(self, spark, warehouse: str = "", catalog: str = "", schema: str = "") -> None:
         self.spark = spark
         self.warehouse = (warehouse or "").strip().rstrip("/")
+        if self.warehouse and ":" not in self.warehouse and not self.warehouse.startswith("/"):
+            # a relative local path: Delta's ``delta.`path` `` names resolve only absolute ones
+            self.warehouse = os.path.abspath(self.warehouse)
         self.catalog = (catalog or "").strip()
         self.schemas = [s.strip() for s in (schema or "").split(",") if s.strip()]
         if not self.warehouse and not (self.catalog and self.schemas):

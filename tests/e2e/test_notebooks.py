@@ -262,3 +262,15 @@ def test_catalog_names_show_the_same_as_the_path(spark, demo, runs, layered):
     finally:
         for s in schema.split(", "):
             spark.sql(f"DROP SCHEMA IF EXISTS {catalog}.{s} CASCADE")  # external tables: the files stay
+
+
+def test_a_relative_warehouse_path_is_read_from_where_the_notebook_runs(tmp_path, monkeypatch):
+    """``delta.`path` `` names resolve only absolute paths: a relative widget value (README's local example)
+    is made absolute; cloud URIs and /Volumes paths are kept as given."""
+    import runpy
+
+    tables = runpy.run_path(str(Path(__file__).resolve().parents[2] / "notebooks" / "lakecdc_tables.py"))
+    monkeypatch.chdir(tmp_path)
+    assert tables["LakecdcTables"](None, warehouse="build/wh/").warehouse == str(tmp_path / "build" / "wh")
+    for given in ("dbfs:/mnt/wh", "s3://bucket/wh", "/Volumes/main/cdc/files/wh"):
+        assert tables["LakecdcTables"](None, warehouse=given).warehouse == given
