@@ -289,20 +289,8 @@ CHARSETS = {
 #: The text codecs a charset may name (also by a Python alias such as ``UTF-8``); anything else, such
 #: as ``rot13``, ``hex`` or ``zlib`` (bytes-to-bytes or text-to-text codecs), is an unknown charset.
 TEXT_CODECS = frozenset(codecs.lookup(name).name for name in CHARSETS.values())
-CONTROL_OPS = {
-    "BEGIN",
-    "COMMIT",
-    "ROLLBACK",
-    "ABORT",
-    "HEARTBEAT",
-    "CHECKPOINT",
-    "COMMAND",
-    "FILL",
-    "FINISH",
-    "CONTROL",
-    "RDB",
-    "NOOP",
-}
+#: Every operation of the Record schema that is neither a row change nor DDL: a progress event (HEARTBEAT).
+CONTROL_OPS = frozenset(OPERATIONS) - {"INSERT", "UPDATE", "DELETE", "DDL", "INIT"}
 _ROW_OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "INIT": "SNAPSHOT"}
 ABSENT = object()
 

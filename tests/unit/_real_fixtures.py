@@ -37,3 +37,36 @@ def full_rows(rows: Iterable[dict], key: str) -> list[dict]:
     rows = list(rows)
     columns = {c for r in rows for c in r}
     return sorted(({c: r.get(c) for c in columns} for r in rows), key=lambda r: int(r[key]))
+
+
+def json_lines(path: Path) -> list[bytes]:
+    """Every line of a resource that opens a JSON object: the licence comment Paimon's files start with is
+    left out, and a line that opens an object but does not parse stays in (the decoder must reject it)."""
+    return [line for line in path.read_bytes().splitlines() if line.strip().startswith(b"{")]
+
+
+def product_rows(*rows: tuple) -> list[dict]:
+    """Rows of Paimon's ``product`` test table (id, name, description, weight, then age and address as the
+    schema evolves)."""
+    names = ("id", "name", "description", "weight", "age", "address")
+    return [dict(zip(names, r)) for r in rows]
+
+
+#: The rows after each of Paimon's three ``table/schemaevolution`` files
+#: (KafkaSyncTableActionITCase.runSingleTableSchemaEvolution), the same for every format it tests.
+PAIMON_SCHEMA_EVOLUTION_ROWS = [
+    product_rows((101, "scooter", "Small 2-wheel scooter", "3.14"), (102, "car battery", "12V car battery", "8.1")),
+    product_rows(
+        (101, "scooter", "Small 2-wheel scooter", "3.14", None),
+        (102, "car battery", "12V car battery", "8.1", None),
+        (103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.8", "18"),
+        (104, "hammer", "12oz carpenter's hammer", "0.75", "24"),
+    ),
+    product_rows(
+        (102, "car battery", "12V car battery", "8.1", None, None),
+        (103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.8", "18", None),
+        (104, "hammer", "12oz carpenter's hammer", "0.75", "24", None),
+        (105, "hammer", "14oz carpenter's hammer", "0.875", None, "Beijing"),
+        (107, "rocks", "box of assorted rocks", "5.3", None, None),
+    ),
+]

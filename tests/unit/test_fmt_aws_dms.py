@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+from _real_fixtures import PAIMON_SCHEMA_EVOLUTION_ROWS, json_lines, product_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,18 +45,8 @@ class KeyedBy(dict):
 PAIMON_CTX = DecodeContext(tables=KeyedBy())
 
 
-def messages(path: Path) -> list[bytes]:
-    """The JSON lines of a resource (each file opens with an Apache licence comment)."""
-    return [line for line in path.read_bytes().splitlines() if line.strip().startswith(b"{")]
-
-
 def decode_all(lines: list[bytes], ctx: DecodeContext = PAIMON_CTX) -> list[Change]:
     return [c for line in lines for c in DECODER.decode(line, ctx)]
-
-
-def product_rows(*rows: tuple) -> list[dict]:
-    names = ("id", "name", "description", "weight", "age", "address")
-    return [{n: v for n, v in zip(names, r)} for r in rows]
 
 
 def assert_mirror(changes: list[Change], table: str, expected: list[dict]) -> None:
@@ -70,13 +61,13 @@ REAL_FILES = sorted(PAIMON.rglob("*.txt"))
 
 
 def test_the_real_resources_are_all_here():
-    assert len(REAL_FILES) == 18 and sum(len(messages(p)) for p in REAL_FILES) == 38
+    assert len(REAL_FILES) == 18 and sum(len(json_lines(p)) for p in REAL_FILES) == 38
 
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: str(p.relative_to(PAIMON)))
 @pytest.mark.parametrize("configured", [True, False], ids=["key", "no-config"])
 def test_every_real_message_decodes(path, configured):
-    for line in messages(path):
+    for line in json_lines(path):
         key = "_id" if path.parent.name in ("computedcolumn", "metadatacolumn") else "id"
         [change] = DECODER.decode(line, DecodeContext(tables=KeyedBy(key)) if configured else DecodeContext())
         assert change.op in ("INSERT", "UPDATE", "DELETE")
@@ -87,29 +78,13 @@ def test_every_real_message_decodes(path, configured):
 def test_paimon_table_schema_evolution_file_by_file():
     """KafkaSyncTableActionITCase.runSingleTableSchemaEvolution, in queue order (no stream position)."""
     folder, seen = PAIMON / "table" / "schemaevolution", []
-    expected = [
-        product_rows((101, "scooter", "Small 2-wheel scooter", "3.14"), (102, "car battery", "12V car battery", "8.1")),
-        product_rows(
-            (101, "scooter", "Small 2-wheel scooter", "3.14", None),
-            (102, "car battery", "12V car battery", "8.1", None),
-            (103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.8", "18"),
-            (104, "hammer", "12oz carpenter's hammer", "0.75", "24"),
-        ),
-        product_rows(
-            (102, "car battery", "12V car battery", "8.1", None, None),
-            (103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.8", "18", None),
-            (104, "hammer", "12oz carpenter's hammer", "0.75", "24", None),
-            (105, "hammer", "14oz carpenter's hammer", "0.875", None, "Beijing"),
-            (107, "rocks", "box of assorted rocks", "5.3", None, None),
-        ),
-    ]
-    for i, rows in enumerate(expected, start=1):
-        seen += messages(folder / f"aws-dms-data-{i}.txt")
+    for i, rows in enumerate(PAIMON_SCHEMA_EVOLUTION_ROWS, start=1):
+        seen += json_lines(folder / f"aws-dms-data-{i}.txt")
         assert_mirror(decode_all(seen), "test.product", rows)
 
 
 def test_paimon_bi_columns_are_the_before_image():
-    update = decode_all(messages(PAIMON / "table" / "schemaevolution" / "aws-dms-data-3.txt"))[2]
+    update = decode_all(json_lines(PAIMON / "table" / "schemaevolution" / "aws-dms-data-3.txt"))[2]
     assert update.op == "UPDATE"
     assert update.before == {
         "id": "105",
@@ -120,13 +95,13 @@ def test_paimon_bi_columns_are_the_before_image():
     }
     assert update.after["address"] == "Beijing" and not any(c.startswith("BI_") for c in update.after)
     ctx = DecodeContext(tables=KeyedBy(), options={"before_image_prefix": ""})  # the rule turned off
-    raw = messages(PAIMON / "table" / "schemaevolution" / "aws-dms-data-3.txt")[2]
+    raw = json_lines(PAIMON / "table" / "schemaevolution" / "aws-dms-data-3.txt")[2]
     assert "BI_address" in DECODER.decode(raw, ctx)[0].after
 
 
 def test_paimon_null_value_is_kept():
     """testTableFiledValNull (data-4): weight null."""
-    first = decode_all(messages(PAIMON / "table" / "schemaevolution" / "aws-dms-data-4.txt"))[0]
+    first = decode_all(json_lines(PAIMON / "table" / "schemaevolution" / "aws-dms-data-4.txt"))[0]
     assert first.after["weight"] is None and "weight" in first.after
 
 
@@ -134,7 +109,7 @@ def test_paimon_database_schema_evolution():
     """KafkaSyncDatabaseActionITCase.testSchemaEvolutionImpl (not debezium): t1 gains age, t2 address."""
     folder = PAIMON / "database" / "schemaevolution"
     changes = decode_all(
-        [m for i in (1, 2) for t in (0, 1) for m in messages(folder / f"topic{t}/aws-dms-data-{i}.txt")]
+        [m for i in (1, 2) for t in (0, 1) for m in json_lines(folder / f"topic{t}/aws-dms-data-{i}.txt")]
     )
     assert_mirror(
         changes,
@@ -151,7 +126,7 @@ def test_paimon_database_schema_evolution():
 
 
 def test_paimon_database_include_names_four_tables():
-    changes = decode_all(messages(PAIMON / "database" / "include" / "topic0" / "aws-dms-data-1.txt"))
+    changes = decode_all(json_lines(PAIMON / "database" / "include" / "topic0" / "aws-dms-data-1.txt"))
     assert sorted(model_rows(changes)) == [
         f"paimon_sync_database_affix.{t}" for t in ("flink", "ignore", "paimon_1", "paimon_2")
     ]

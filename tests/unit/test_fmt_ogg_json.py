@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from _real_fixtures import PAIMON_SCHEMA_EVOLUTION_ROWS, json_lines, product_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,22 +50,12 @@ SEED_CTX = DecodeContext(
 )
 
 
-def messages(path: Path) -> list[bytes]:
-    """The JSON lines of a resource (Paimon's files open with an Apache licence comment)."""
-    return [line for line in path.read_bytes().splitlines() if line.strip().startswith(b"{")]
-
-
 def decode_all(lines: list[bytes], ctx: DecodeContext = DecodeContext()) -> list[Change]:
     return [c for line in lines for c in DECODER.decode(line, ctx)]
 
 
 def mirror(changes: list[Change]) -> dict[str, list[dict]]:
     return model_rows(changes)
-
-
-def product_rows(*rows: tuple) -> list[dict]:
-    names = ("id", "name", "description", "weight", "age", "address")
-    return [{n: v for n, v in zip(names, r)} for r in rows]
 
 
 def assert_mirror(got: dict, table: str, expected: list[dict], key: tuple[str, ...] = ("id",)) -> None:
@@ -79,12 +70,12 @@ REAL_FILES = sorted(REAL.rglob("*.txt"))
 
 
 def test_the_real_resources_are_all_here():
-    assert len(REAL_FILES) == 22 and sum(len(messages(p)) for p in REAL_FILES) == 59
+    assert len(REAL_FILES) == 22 and sum(len(json_lines(p)) for p in REAL_FILES) == 59
 
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: str(p.relative_to(REAL)))
 def test_every_real_message_decodes(path):
-    lines = messages(path)
+    lines = json_lines(path)
     assert lines
     for line in lines:
         [change] = DECODER.decode(line, DecodeContext())
@@ -94,7 +85,7 @@ def test_every_real_message_decodes(path):
 def test_flink_ogg_data_mirrors_the_flink_changelog():
     """OggJsonSerDeSchemaTest: nine inserts, updates of 106/107/110/111, 110 and 111 inserted, 111 deleted."""
     ctx = DecodeContext(tables={"ogg.tbl_test": TableSpec(columns=PRODUCT)})
-    rows = mirror(decode_all(messages(REAL / "flink" / "ogg-data.txt"), ctx))["OGG.TBL_TEST"]
+    rows = mirror(decode_all(json_lines(REAL / "flink" / "ogg-data.txt"), ctx))["OGG.TBL_TEST"]
     expected = {
         101: ("scooter", "Small 2-wheel scooter", 3.14),
         102: ("car battery", "12V car battery", 8.1),
@@ -119,29 +110,13 @@ def test_flink_ogg_data_mirrors_the_flink_changelog():
 def test_paimon_table_schema_evolution_file_by_file():
     """KafkaSyncTableActionITCase.runSingleTableSchemaEvolution: columns age, then address appear."""
     folder, seen = PAIMON / "table" / "schemaevolution", []
-    expected = [
-        product_rows((101, "scooter", "Small 2-wheel scooter", "3.14"), (102, "car battery", "12V car battery", "8.1")),
-        product_rows(
-            (101, "scooter", "Small 2-wheel scooter", "3.14", None),
-            (102, "car battery", "12V car battery", "8.1", None),
-            (103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.8", "18"),
-            (104, "hammer", "12oz carpenter's hammer", "0.75", "24"),
-        ),
-        product_rows(
-            (102, "car battery", "12V car battery", "8.1", None, None),
-            (103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.8", "18", None),
-            (104, "hammer", "12oz carpenter's hammer", "0.75", "24", None),
-            (105, "hammer", "14oz carpenter's hammer", "0.875", None, "Beijing"),
-            (107, "rocks", "box of assorted rocks", "5.3", None, None),
-        ),
-    ]
-    for i, rows in enumerate(expected, start=1):
-        seen += messages(folder / f"ogg-data-{i}.txt")
+    for i, rows in enumerate(PAIMON_SCHEMA_EVOLUTION_ROWS, start=1):
+        seen += json_lines(folder / f"ogg-data-{i}.txt")
         assert_mirror(mirror(decode_all(seen)), "OGG.TBL_TEST", rows)
 
 
 def test_paimon_data_3_arrives_out_of_trail_order_and_pos_restores_it():
-    changes = decode_all(messages(PAIMON / "table" / "schemaevolution" / "ogg-data-3.txt"))
+    changes = decode_all(json_lines(PAIMON / "table" / "schemaevolution" / "ogg-data-3.txt"))
     assert [c.seq for c in changes] == [(0, 147), (0, 158), (0, 152), (0, 149)]
     assert [c.op for c in changes] == ["INSERT", "DELETE", "UPDATE", "INSERT"]
 
@@ -155,7 +130,7 @@ def test_paimon_cdc_operations():
         "event-delete.txt": [(101, "3.14"), (102, "8.1")],
     }
     for name, weights in steps.items():
-        seen += messages(folder / name)
+        seen += json_lines(folder / name)
         got = {r["id"]: r["weight"] for r in mirror(decode_all(seen))["OGG.EVENT"]}
         assert got == {str(i): w for i, w in weights}
 
@@ -164,7 +139,7 @@ def test_paimon_cdc_operations():
 def test_paimon_database_topics(layout):
     """KafkaSyncDatabaseActionITCase: t1 gains `age` (schema evolution) or `address` (prefix/suffix)."""
     folder = PAIMON / "database" / layout
-    got = mirror(decode_all([m for f in sorted(folder.rglob("*.txt")) for m in messages(f)]))
+    got = mirror(decode_all([m for f in sorted(folder.rglob("*.txt")) for m in json_lines(f)]))
     if layout == "schemaevolution":
         assert_mirror(
             got,
@@ -188,7 +163,7 @@ def test_paimon_database_topics(layout):
 
 
 def test_paimon_case_insensitive_names_are_kept_and_the_key_is_found():
-    changes = decode_all(messages(PAIMON / "database" / "case-insensitive" / "ogg-data-1.txt"))
+    changes = decode_all(json_lines(PAIMON / "database" / "case-insensitive" / "ogg-data-1.txt"))
     assert [c.key_columns for c in changes] == [("ID",), ("ID",)]  # the second message writes ["id"]
     rows = mirror(changes)["PAIMON_SYNC_DATABASE.T1"]
     assert [(r["ID"], r.get("NAME"), r.get("name"), r.get("weight"), r.get("WEIGHT")) for r in rows] == [
@@ -202,7 +177,7 @@ def test_paimon_case_insensitive_names_are_kept_and_the_key_is_found():
 
 @pytest.mark.parametrize("seed", range(8))
 def test_any_delivery_order_with_duplicates_gives_the_trail_order_mirror(seed):
-    lines = messages(REAL / "flink" / "ogg-data.txt") + messages(PAIMON / "table" / "event" / "event-insert.txt")
+    lines = json_lines(REAL / "flink" / "ogg-data.txt") + json_lines(PAIMON / "table" / "event" / "event-insert.txt")
     expected = mirror(decode_all(lines))
     rng = random.Random(seed)
     delivered = lines + rng.sample(lines, 5)
