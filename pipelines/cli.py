@@ -140,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     rb = sub.add_parser("rebuild", help="drop silver and gold (tables and checkpoints) and rebuild them from bronze")
     rb.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
     rb.add_argument("--yes", action="store_true", help="really drop; without it, only list what would be dropped")
+    _location_options(rb)
     _master_option(rb)
     rb.set_defaults(func=cmd_rebuild)
 
@@ -213,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     _warehouse_options(q)
     q.add_argument(
         "--chart",
-        help="where `report` writes the PNG chart (default: <warehouse>/dq/dq_chart.png; dq_chart.png with a catalog)",
+        help="where `report` writes the PNG chart (default: dq_chart.png next to the Data Docs)",
     )
     _master_option(q)
     q.set_defaults(func=cmd_dq)
@@ -344,7 +345,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     from pipelines.spark import get_spark
     from pipelines.warehouse import Warehouse
 
-    cfg = load_config(args.conf)
+    cfg = _with_locations(load_config(args.conf), args)
     spark = get_spark("lakecdc-rebuild", master=args.master)
     if not args.yes:
         for item in Warehouse.from_config(cfg).derived(spark):
@@ -577,7 +578,7 @@ def cmd_dq(args: argparse.Namespace) -> int:
         print(f"{summary.dq_results} built-in checks, {summary.dq_failed} failed; Data Docs: {summary.data_docs}")
         return 1 if summary.dq_failed else 0
     print(report(spark, wh))
-    png = chart(spark, wh, args.chart or ("dq_chart.png" if wh.catalog else str(dq_dir(wh) / "dq_chart.png")))
+    png = chart(spark, wh, args.chart or str(dq_dir(wh) / "dq_chart.png"))
     docs = dq_dir(wh) / "data_docs" / "index.html"
     print(f"\nchart: {png}" + (f"\nData Docs: {docs}" if docs.exists() else ""))
     return 0

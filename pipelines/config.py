@@ -57,6 +57,7 @@ from pipelines.formats.base import (
 from pipelines.formats.confluent import registry_settings
 from pipelines.quality.rules import parse_duration, parse_expectations
 from pipelines.values import is_known_type
+from pipelines.warehouse import LAYERS
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,7 @@ class PipelineConfig:
     warehouse: str = "./warehouse"
     catalog: str | None = None
     schema: str | None = None
+    schemas: Mapping[str, str] = field(default_factory=dict)  # a layer's own schema (bronze, silver, gold)
     checkpoints: str | None = None
     trigger: str = "available_now"
     processing_time: str = "10 seconds"
@@ -196,13 +198,38 @@ class PipelineConfig:
         raise ConfigError(f"{self.origin}: no source named {name!r}")
 
 
+#: A catalog or schema name: one part (the warehouse joins them with dots and quotes each).
+_CATALOG_NAME = re.compile(r"[^.`\s]+")
+
+
+def location_errors(cfg: PipelineConfig) -> list[tuple[str, str]]:
+    """(field, message) for each way the table and checkpoint locations do not go together."""
+    errors = []
+    if not cfg.catalog:
+        if cfg.schema or cfg.schemas:
+            errors.append(("schema", "schema and schemas name catalog tables: set catalog too (or --catalog)"))
+        return errors
+    named = [("catalog", cfg.catalog), ("schema", cfg.schema)] + [(f"schemas.{k}", n) for k, n in cfg.schemas.items()]
+    errors += [(at, f"{name!r} is not one name") for at, name in named if name and not _CATALOG_NAME.fullmatch(name)]
+    missing = [layer for layer in LAYERS if not (cfg.schemas.get(layer) or cfg.schema)]
+    if missing:
+        errors.append(("schema", f"with catalog, every layer needs a schema: set schema (or schemas.{missing[0]})"))
+    if not cfg.checkpoints:
+        errors.append(("checkpoints", f"{CHECKPOINTS_REQUIRED} (or pass --checkpoints)"))
+    for name, table in cfg.tables.items():
+        parts = table.target.split(".") if table.target else []
+        if len(parts) > 2 or any(not p or p.startswith("_") or not _CATALOG_NAME.fullmatch(p) for p in parts):
+            wrong = f"in a catalog, a target is <table> or <schema>.<table>, got {table.target!r}"
+            errors.append((f"tables.{name}.target", wrong))
+    return errors
+
+
 def check_locations(cfg: PipelineConfig) -> PipelineConfig:
     """``cfg`` if its table and checkpoint locations go together (also after ``--catalog``/``--schema``/
     ``--checkpoints`` replaced the file's), else ConfigError."""
-    if bool(cfg.catalog) != bool(cfg.schema):
-        raise ConfigError(f"{cfg.origin}: catalog and schema go together (--catalog, --schema)")
-    if cfg.catalog and not cfg.checkpoints:
-        raise ConfigError(f"{cfg.origin}: checkpoints: {CHECKPOINTS_REQUIRED} (or pass --checkpoints)")
+    errors = location_errors(cfg)
+    if errors:
+        raise ConfigError("; ".join(f"{cfg.origin}: {where}: {message}" for where, message in errors))
     return cfg
 
 
@@ -281,6 +308,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
             "warehouse",
             "catalog",
             "schema",
+            "schemas",
             "checkpoints",
             "trigger",
             "processing_time",
@@ -322,11 +350,10 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         )
     catalog = v.text(root.get("catalog"), "catalog", None)
     schema = v.text(root.get("schema"), "schema", None)
-    if bool(catalog) != bool(schema):
-        v.fail("catalog", "catalog and schema go together (Unity Catalog names catalog.schema.table)")
+    schemas_raw = v.mapping(root.get("schemas") or {}, "schemas")
+    v.only(schemas_raw, "schemas", set(LAYERS))
+    schemas = {layer: v.text(name, f"schemas.{layer}", None) for layer, name in schemas_raw.items()}
     checkpoints = v.text(root.get("checkpoints"), "checkpoints", None)
-    if catalog and not checkpoints:
-        v.fail("checkpoints", CHECKPOINTS_REQUIRED)
     default_table = v.text(root.get("default_table"), "default_table", None)
     if default_table is not None and "." not in default_table:
         v.fail("default_table", f"must be <db>.<table>, got {default_table!r}")
@@ -345,6 +372,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         warehouse=v.text(root.get("warehouse") or "./warehouse", "warehouse", "./warehouse"),
         catalog=catalog,
         schema=schema,
+        schemas={k: n for k, n in schemas.items() if n},
         checkpoints=checkpoints,
         trigger=trigger,
         processing_time=processing_time,
@@ -359,6 +387,8 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         status=v.status(root.get("status"), "status"),
         origin=origin,
     )
+    for where, message in location_errors(config):
+        v.fail(where, message)
     _warn_literal_secrets(root, origin)
     v.done()
     return config

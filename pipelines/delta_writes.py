@@ -1,9 +1,10 @@
-"""Idempotent Delta writes and the quarantine shape, shared by silver and gold.
+"""Idempotent Delta writes and the quarantine shape, shared by silver, gold and the dq results.
 
 Every write of a stage is stamped with Delta's ``txnAppId``/``txnVersion``: the app id names the
 stage's run and the step, the version is the micro-batch id, so a batch retried after a crash is
-applied once. :func:`run_id` gives each checkpoint's life its own id, so a replay from a fresh
-checkpoint is never mistaken for a retry.
+applied once (:func:`append_idempotent` for appends, :func:`idempotent_dml` for MERGE and DELETE).
+:func:`run_id` gives each checkpoint's life its own id, so a replay from a fresh checkpoint is never
+mistaken for a retry.
 """
 
 from __future__ import annotations
@@ -22,16 +23,13 @@ if TYPE_CHECKING:
     from pipelines.warehouse import TableRef
 
 
-def append_idempotent(frame: DataFrame, ref: TableRef, app_id: str, version: int) -> None:
-    """Append; a retry of the same (app_id, version) is skipped by Delta itself."""
-    writer = (
-        frame.write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", version)
-        .option("mergeSchema", "true")
-    )
-    ref.save(writer)
+def append_idempotent(frame: DataFrame, ref: TableRef, app_id: str | None, version: int | None) -> None:
+    """Append; a retry of the same (app_id, version) is skipped by Delta itself. Without a stamp
+    (either is ``None``: a write outside a micro-batch) a plain append."""
+    writer = frame.write.format("delta").mode("append")
+    if app_id is not None and version is not None:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", int(version))
+    ref.save(writer.option("mergeSchema", "true"))
 
 
 @contextmanager

@@ -1,13 +1,18 @@
 """The columns of the warehouse's own tables, declared once.
 
-* Silver: every field of a decoded row with its Spark type (:data:`DECODED_FIELDS`); the Arrow
-  schema of ``mapInArrow``, the DDL and the four silver tables' columns derive from it. The fields
-  a decoder fills are exactly those of :class:`pipelines.formats.base.Change` (a test holds them
-  equal).
+* Silver: every field of a decoded row with its Spark type, in the stored order
+  (:data:`DECODED_FIELDS`); the Arrow schema of ``mapInArrow``, the DDL and the four silver tables'
+  columns derive from it. The fields a decoder fills (:data:`CHANGE_FIELDS`) are those of
+  :class:`pipelines.formats.base.Change`, read from the dataclass (whose order is that of the JSON
+  view of ``lakecdc decode``); each must have a type here.
 * Gold: the lineage columns every mirror row carries, and where each comes from in silver.
 """
 
 from __future__ import annotations
+
+from dataclasses import fields
+
+from pipelines.formats.base import Change
 
 #: A decoded silver row: (name, Spark type). ``kind`` says which silver table it goes to.
 DECODED_FIELDS: tuple[tuple[str, str], ...] = (
@@ -38,23 +43,7 @@ DECODED_FIELDS: tuple[tuple[str, str], ...] = (
 )
 #: The fields a decoder's :class:`~pipelines.formats.base.Change` fills (the rest come from bronze
 #: or from silver itself).
-CHANGE_FIELDS = (
-    "op",
-    "db",
-    "table",
-    "schema",
-    "key_columns",
-    "before",
-    "after",
-    "changed",
-    "col_types",
-    "seq",
-    "event_time",
-    "txn",
-    "ddl",
-    "detail",
-    "invalid",
-)
+CHANGE_FIELDS = tuple(f.name for f in fields(Change))
 #: Bronze columns silver reads (``key``: the Kafka record key, NULL for landing files).
 BRONZE_COLUMNS = ("source", "format", "key", "value", "position", "queue_pos", "ingest_time")
 
@@ -67,58 +56,13 @@ def ddl(fields: tuple[tuple[str, str], ...]) -> str:
 DECODED_DDL = ddl(DECODED_FIELDS)
 _TYPES = dict(DECODED_FIELDS)
 
-CHANGES_COLUMNS = (
-    "source",
-    "format",
-    "db",
-    "schema",
-    "table",
-    "op",
-    "key_columns",
-    "before",
-    "after",
-    "changed",
-    "col_types",
-    "seq",
-    "queue_pos",
-    "change_index",
-    "event_time",
-    "txn",
-    "detail",
-    "invalid",
-    "bronze_position",
-    "ingest_time",
-)
-HEARTBEAT_COLUMNS = (
-    "source",
-    "format",
-    "db",
-    "schema",
-    "table",
-    "op",
-    "detail",
-    "seq",
-    "queue_pos",
-    "event_time",
-    "txn",
-    "bronze_position",
-    "ingest_time",
-)
-DDL_COLUMNS = (
-    "source",
-    "format",
-    "db",
-    "schema",
-    "table",
-    "ddl",
-    "detail",
-    "seq",
-    "queue_pos",
-    "event_time",
-    "txn",
-    "bronze_position",
-    "ingest_time",
-)
+#: ``changes``: a decoded row but its kind, a DDL statement and a quarantine's reason and excerpt.
+CHANGES_COLUMNS = tuple(name for name, _ in DECODED_FIELDS if name not in ("kind", "ddl", "reason", "raw_excerpt"))
+#: ``heartbeats`` and ``ddl_log``: where from, the op or the statement, then when (their stored order).
+_ORIGIN = ("source", "format", "db", "schema", "table")
+_EVENT = ("detail", "seq", "queue_pos", "event_time", "txn", "bronze_position", "ingest_time")
+HEARTBEAT_COLUMNS = (*_ORIGIN, "op", *_EVENT)
+DDL_COLUMNS = (*_ORIGIN, "ddl", *_EVENT)
 #: The quarantine table: silver and gold both write it. ``stage`` says which; ``rule`` and
 #: ``bad_value`` name the data-quality rule and value that sent a change there.
 QUARANTINE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -148,5 +92,5 @@ LINEAGE_SOURCES = tuple((name, source) for name, _, source in LINEAGE)
 ROW_ID_COLUMN = "_row_id"
 SYSTEM_COLUMNS = (*LINEAGE_COLUMNS, ROW_ID_COLUMN)
 
-for _columns in (CHANGES_COLUMNS, HEARTBEAT_COLUMNS, DDL_COLUMNS):
+for _columns in (CHANGE_FIELDS, HEARTBEAT_COLUMNS, DDL_COLUMNS):
     assert set(_columns) <= set(_TYPES), set(_columns) - set(_TYPES)

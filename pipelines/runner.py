@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.bronze import start_bronze
 from pipelines.config import STAGES, PipelineConfig
+from pipelines.errors import ConfigError
 from pipelines.export import mirror_refs
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
 from pipelines.gold.stage import GoldStats, source_table_col, start_gold
@@ -54,6 +55,7 @@ def run_pipeline(
     """Run the named stages in flow order. ``available_now`` runs each until caught up, one after
     the other; otherwise all run together until stopped (Ctrl-C, a failure, or ``stop_after`` seconds)."""
     wh = Warehouse.from_config(cfg)
+    _require_schemas(spark, wh)
     summary = RunSummary()
     gold_stats = GoldStats()
     starters = {
@@ -97,11 +99,23 @@ def run_pipeline(
         gold_stats.stale,
         gold_stats.quarantined,
     )
-    if "gold" in ordered and cfg.quality_checks and wh.catalog is None:
+    if "gold" in ordered and cfg.quality_checks:
         progress("data quality: built-in CDC checks on every mirror ...")
         run_cdc_checks(spark, cfg, wh, summary)
         progress(f"data quality: {summary.dq_results} checks, {summary.dq_failed} failed; report {summary.data_docs}")
     return summary
+
+
+def _require_schemas(spark: SparkSession, wh: Warehouse) -> None:
+    """A catalog's schemas are the administrator's (grants, storage, owners), so stages never create
+    them; a missing one is named before any stream starts, not discovered by the first write."""
+    if not wh.catalog:
+        return
+    needed = dict.fromkeys([*wh.schemas.values(), *wh.mirror_schemas])
+    missing = [s for s in needed if not spark.catalog.databaseExists(f"{wh.catalog}.{s}")]
+    if missing:
+        names = ", ".join(f"{wh.catalog}.{s}" for s in missing)
+        raise ConfigError(f"schema {names} does not exist: create it (CREATE SCHEMA), or deploy the bundle's schemas")
 
 
 def run_cdc_checks(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, summary: RunSummary) -> None:
@@ -145,6 +159,7 @@ def run_cdc_checks(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, summ
             freshness_threshold=thresholds,
             snapshot_df=snapshot,
             checks=tuple(checks),
+            mirror_props=props,
         )
     summary.dq_results = write_results(spark, wh, rows)
     summary.dq_failed = sum(1 for r in rows if r.get("success") is False)

@@ -253,8 +253,8 @@ def _mirror_status(
 
     lineage = ("_seq", "_queue_pos", "_event_time")
     mirror = ref.read(spark)
-    tomb_ref = _tombstones(wh, ref)
-    tombs = tomb_ref.read(spark) if tomb_ref is not None and tomb_ref.exists(spark) else None
+    tomb_ref = wh.side_of(ref, "tombstones")
+    tombs = tomb_ref.read(spark) if tomb_ref.exists(spark) else None
     rows = mirror.count()
     both = mirror.select(*lineage) if tombs is None else mirror.select(*lineage).unionByName(tombs.select(*lineage))
     last = (
@@ -280,17 +280,6 @@ def _mirror_status(
         quarantined_gold=held["gold"],
         dq=_last_dq(spark, wh, name),
     )
-
-
-def _tombstones(wh: Warehouse, mirror: TableRef) -> TableRef | None:
-    """The tombstones next to ``mirror`` as the warehouse lays them out: the mirror's location with the
-    probe mirror's prefix swapped for the probe tombstones' (None for a location the warehouse did not give)."""
-    probe = "probe"
-    for attr in ("path", "name"):
-        where, m_where, t_where = (getattr(r, attr) for r in (mirror, wh.mirror(probe), wh.tombstones(probe)))
-        if where and m_where and t_where and where.startswith(m_where[: -len(probe)]):
-            return TableRef(**{attr: t_where[: -len(probe)] + where[len(m_where) - len(probe) :]})
-    return None
 
 
 def _last_dq(spark: SparkSession, wh: Warehouse, name: str) -> dict[str, Any] | None:

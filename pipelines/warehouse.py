@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,25 +140,53 @@ class TableRef:
         return writer.start(self.path) if self.path is not None else writer.toTable(self.name)
 
 
+#: The layers, bottom up; each has a schema in a catalog (``schema:``, or its own under ``schemas:``).
+LAYERS = ("bronze", "silver", "gold")
+#: The tables gold keeps next to a mirror: deleted keys, ids of applied changes (keyless), SCD2 history.
+SIDE_TABLES = ("tombstones", "applied", "history")
+
+
 class Warehouse:
+    """Where the tables of one pipeline live.
+
+    In a catalog each layer has a schema (``schemas:``, else ``schema:``). A layer with a schema of
+    its own names its tables plainly (``<bronze>.raw_messages``, ``<silver>.changes``, ``<gold>.<mirror>``);
+    layers that share a schema prefix their tables with the layer (``bronze_raw_messages``,
+    ``gold_<mirror>``), so no name is claimed twice. A side table sits next to its mirror as
+    ``[gold_]_<kind>_<mirror>``: mirror names never start with ``_``, so the two never meet.
+    ``dq_results`` lives in the silver schema. A configured ``target`` ``schema.table`` puts its
+    mirror (and side tables) in that schema, by that name.
+    """
+
     def __init__(
         self,
         root: str | None = "./warehouse",
         catalog: str | None = None,
         schema: str | None = None,
         checkpoints: str | None = None,
+        schemas: Mapping[str, str] | None = None,
+        target_schemas: Sequence[str] = (),
     ) -> None:
         self.catalog, self.schema = catalog, schema
         self.root = str(Path(root).resolve()) if root and not catalog else root
         self.checkpoint_root = checkpoints or f"{self.root}/_checkpoints"
+        given = dict(schemas or {})
+        self.schemas = {layer: given.get(layer) or schema for layer in LAYERS} if catalog else {}
+        #: the schemas that hold mirrors: gold's, and those configured targets name
+        self.mirror_schemas = tuple(dict.fromkeys([self.schemas["gold"], *target_schemas])) if catalog else ()
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig) -> Warehouse:
-        return cls(cfg.warehouse, cfg.catalog, cfg.schema, cfg.checkpoints)
+        targets = [t.target.split(".")[0] for t in cfg.tables.values() if t.target and t.target.count(".") == 1]
+        return cls(cfg.warehouse, cfg.catalog, cfg.schema, cfg.checkpoints, cfg.schemas, targets)
+
+    def prefix(self, layer: str) -> str:
+        """``<layer>_`` where the layer shares its schema with another layer, else ``""``."""
+        return f"{layer}_" if list(self.schemas.values()).count(self.schemas[layer]) > 1 else ""
 
     def _ref(self, layer: str, name: str) -> TableRef:
         if self.catalog:
-            return TableRef(name=f"{self.catalog}.{self.schema}.{layer}_{name}")
+            return TableRef(name=f"{self.catalog}.{self.schemas[layer]}.{self.prefix(layer)}{name}")
         return TableRef(path=f"{self.root}/{layer}/{name}")
 
     @property
@@ -166,27 +194,69 @@ class Warehouse:
         return self._ref("bronze", "raw_messages")
 
     def silver(self, name: str) -> TableRef:
-        assert name in ("changes", "quarantine", "heartbeats", "ddl_log"), name
+        assert name in ("changes", "quarantine", "heartbeats", "ddl_log", "dq_results"), name
         return self._ref("silver", name)
 
-    def mirror(self, mirror_name: str | Sequence[str]) -> TableRef:
-        return self._ref("gold", safe_name(mirror_name))
+    def mirror(self, mirror_name: str | Sequence[str], *, target: bool = False) -> TableRef:
+        """The mirror of a source table's name parts, or of a configured ``target`` (``target=True``:
+        in a catalog, a target ``schema.table`` chooses the mirror's schema)."""
+        if not self.catalog:
+            return TableRef(path=f"{self.root}/gold/{safe_name(mirror_name)}")
+        schema, prefix, name = self._mirror_place(mirror_name, target)
+        return TableRef(name=f"{self.catalog}.{schema}.{prefix}{name}")
 
-    def tombstones(self, mirror_name: str | Sequence[str]) -> TableRef:
-        return self._gold_side("tombstones", mirror_name)
+    def tombstones(self, mirror_name: str | Sequence[str], *, target: bool = False) -> TableRef:
+        return self._gold_side("tombstones", mirror_name, target)
 
-    def applied_changes(self, mirror_name: str | Sequence[str]) -> TableRef:
+    def applied_changes(self, mirror_name: str | Sequence[str], *, target: bool = False) -> TableRef:
         """Ids of the changes applied to a keyless mirror (a redelivered copy is applied once)."""
-        return self._gold_side("applied", mirror_name)
+        return self._gold_side("applied", mirror_name, target)
 
-    def history(self, mirror_name: str | Sequence[str]) -> TableRef:
+    def history(self, mirror_name: str | Sequence[str], *, target: bool = False) -> TableRef:
         """The SCD type 2 history of a mirror (``tables.<name>.history: true``)."""
-        return self._gold_side("history", mirror_name)
+        return self._gold_side("history", mirror_name, target)
 
-    def _gold_side(self, kind: str, mirror_name: str | Sequence[str]) -> TableRef:
-        if self.catalog:
-            return TableRef(name=f"{self.catalog}.{self.schema}.gold_{kind}_{safe_name(mirror_name)}")
-        return TableRef(path=f"{self.root}/gold/_{kind}/{safe_name(mirror_name)}")
+    def _mirror_place(self, mirror_name: str | Sequence[str], target: bool) -> tuple[str, str, str]:
+        """(schema, prefix, name) of a mirror in the catalog."""
+        parts = tuple(mirror_name.split(".")) if isinstance(mirror_name, str) else tuple(mirror_name)
+        if target and len(parts) == 2:
+            return parts[0], "", safe_name(parts[1:])
+        return self.schemas["gold"], self.prefix("gold"), safe_name(parts)
+
+    def _gold_side(self, kind: str, mirror_name: str | Sequence[str], target: bool) -> TableRef:
+        assert kind in SIDE_TABLES, kind
+        if not self.catalog:
+            return TableRef(path=f"{self.root}/gold/_{kind}/{safe_name(mirror_name)}")
+        schema, prefix, name = self._mirror_place(mirror_name, target)
+        return TableRef(name=f"{self.catalog}.{schema}.{prefix}_{kind}_{name}")
+
+    def side_of(self, mirror: TableRef, kind: str) -> TableRef:
+        """The side table of ``kind`` next to an existing mirror (as :meth:`tombstones` and the like lay
+        them out), from the mirror's own location."""
+        assert kind in SIDE_TABLES, kind
+        if mirror.path is not None:
+            parent, name = mirror.path.rsplit("/", 1)
+            return TableRef(path=f"{parent}/_{kind}/{name}")
+        catalog, schema, table = mirror.name.split(".")
+        prefix = self.prefix("gold") if self.catalog and schema == self.schemas["gold"] else ""
+        return TableRef(name=f"{catalog}.{schema}.{prefix}_{kind}_{table[len(prefix) :]}")
+
+    def catalog_gold_tables(self, spark: SparkSession) -> tuple[list[TableRef], list[TableRef]]:
+        """(mirrors, side tables) in the catalog's mirror schemas. A mirror is known by the identity it
+        records (:data:`MIRROR_PROPERTIES`), a side table by its name; other tables of a schema are left
+        alone (a target's schema may hold tables lakecdc did not write)."""
+        mirrors, sides = [], []
+        for schema in self.mirror_schemas:
+            prefix = self.prefix("gold") if schema == self.schemas["gold"] else ""
+            side_prefixes = tuple(f"{prefix}_{kind}_" for kind in SIDE_TABLES)
+            rows = spark.sql(f"SHOW TABLES IN {quote_ident(self.catalog)}.{quote_ident(schema)}").collect()
+            for name in sorted(r["tableName"] for r in rows if not r["isTemporary"]):
+                ref = TableRef(name=f"{self.catalog}.{schema}.{name}")
+                if name.startswith(side_prefixes):
+                    sides.append(ref)
+                elif name.startswith(prefix) and _records_identity(spark, ref):
+                    mirrors.append(ref)
+        return mirrors, sides
 
     def derived(self, spark: SparkSession) -> list[str]:
         """What a rebuild drops: the silver and gold tables and their checkpoints (bronze stays)."""
@@ -205,16 +275,14 @@ class Warehouse:
         return [t.name for t in tables] + paths
 
     def _derived(self, spark) -> tuple[list[TableRef], list[str]]:
-        """Catalog tables of silver and gold, and the directories to remove (local layers, checkpoints)."""
+        """Catalog tables of silver and gold, and the directories to remove (local layers, checkpoints).
+        ``dq_results`` stays: the record of past checks outlives a rebuild."""
         layers = ("silver", "gold")
         tables, paths = [], [f"{self.checkpoint_root}/{layer}" for layer in layers]
         if self.catalog:
-            rows = spark.sql(f"SHOW TABLES IN {quote_ident(self.catalog)}.{quote_ident(self.schema)}").collect()
-            tables = [
-                TableRef(name=f"{self.catalog}.{self.schema}.{r['tableName']}")
-                for r in rows
-                if r["tableName"].startswith(tuple(f"{layer}_" for layer in layers))
-            ]
+            silver = [self.silver(n) for n in ("changes", "quarantine", "heartbeats", "ddl_log")]
+            mirrors, sides = self.catalog_gold_tables(spark)
+            tables = [t for t in silver if t.exists(spark)] + mirrors + sides
         else:
             paths = [str(Path(self.root) / layer) for layer in layers] + paths
         return tables, [p for p in paths if Path(p).exists()]
@@ -230,3 +298,14 @@ class Warehouse:
         return sorted(
             str(p) for p in gold.iterdir() if p.is_dir() and not p.name.startswith("_") and (p / "_delta_log").is_dir()
         )
+
+
+#: The table property that records which source table a mirror holds (JSON ``[db, schema, table]``).
+SOURCE_IDENTITY_PROPERTY = "lakecdc.source_identity"
+#: The properties by which gold's mirrors record their source table (identity; its name, before identities).
+MIRROR_PROPERTIES = (SOURCE_IDENTITY_PROPERTY, "lakecdc.source_table")
+
+
+def _records_identity(spark: SparkSession, ref: TableRef) -> bool:
+    rows = spark.sql(f"SHOW TBLPROPERTIES {ref.sql}").collect()
+    return any(r["key"] in MIRROR_PROPERTIES for r in rows)

@@ -44,7 +44,7 @@ from typing import Any
 import fastavro
 
 from pipelines import values as V
-from pipelines.formats.base import Change, DecodeContext, Decoder, Reject, split_table
+from pipelines.formats.base import Change, DecodeContext, Decoder, Reject, loads_exact, split_table
 
 NS = "com.alibaba.dts.formats.avro."
 _STR = {"type": "string", "avro.java.string": "String"}
@@ -569,10 +569,10 @@ def _pk_uk(tags: dict[str, str]) -> tuple[str, ...]:
     text = tags.get("pk_uk_info")
     if not text:
         return ()
-    try:
-        info = json.loads(text)
-    except ValueError:
-        raise Reject(f"tags.pk_uk_info is not JSON: {text[:60]!r}") from None
+    try:  # bounded, and a duplicated key (two PRIMARY lists) is ambiguous: quarantined, never last-wins
+        info = loads_exact(text)
+    except Reject as exc:
+        raise Reject(f"tags.pk_uk_info: {exc}") from None
     if not isinstance(info, dict) or not info:
         return ()
     cols = info.get("PRIMARY") or next(iter(info.values()))

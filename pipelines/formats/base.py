@@ -20,7 +20,7 @@ import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from pipelines.errors import InvalidValue, Reject
@@ -120,6 +120,15 @@ class DecodeContext:
         return tuple(spec.key) if spec else ()
 
 
+#: When a field of :class:`Change` shows in its JSON view (the ``json_when`` of the field's metadata).
+JSON_ALWAYS, JSON_ROW_OPS, JSON_DDL, JSON_WHEN_SET = "always", "row ops", "ddl", "when set"
+
+
+def _shown(when: str, *, key: str | None = None) -> dict[str, str]:
+    """A field's metadata for the JSON view: when it shows, and its key there (its name unless ``key``)."""
+    return {"json_when": when, "json_key": key} if key else {"json_when": when}
+
+
 @dataclass
 class Change:
     """One canonical record (silver's contract, see DESIGN.md).
@@ -127,23 +136,30 @@ class Change:
     Images map column name to canonical text (:mod:`pipelines.values`) or ``None``
     for SQL NULL. A column that is *absent* from an image was not carried by the
     message (partial image); a column present with ``None`` was set to NULL.
+
+    The fields are declared once, here: silver stores each under its name (their Spark types are
+    :data:`pipelines.layout.DECODED_FIELDS`), and the JSON view (:meth:`to_json_dict`) shows them in
+    this order, as each field's metadata says.
     """
 
     op: str  # one of OPS
     db: str | None = None
-    table: str | None = None
     schema: str | None = None
-    key_columns: tuple[str, ...] = ()
-    before: dict[str, str | None] | None = None
-    after: dict[str, str | None] | None = None
-    changed: tuple[str, ...] | None = None  # columns a partial image carries; None for full images
-    col_types: dict[str, str] | None = None  # source types the message (or config) states
+    table: str | None = None
+    key_columns: tuple[str, ...] = field(default=(), metadata=_shown(JSON_ROW_OPS, key="key"))
+    before: dict[str, str | None] | None = field(default=None, metadata=_shown(JSON_ROW_OPS))
+    after: dict[str, str | None] | None = field(default=None, metadata=_shown(JSON_ROW_OPS))
+    #: columns a partial image carries; None for full images
+    changed: tuple[str, ...] | None = field(default=None, metadata=_shown(JSON_ROW_OPS))
+    #: source types the message (or config) states
+    col_types: dict[str, str] | None = field(default=None, metadata=_shown(JSON_ROW_OPS))
+    ddl: str | None = field(default=None, metadata=_shown(JSON_DDL))  # DDL statement text (op DDL)
+    #: column → raw text of a value the source holds as invalid
+    invalid: dict[str, str] | None = field(default=None, metadata=_shown(JSON_WHEN_SET))
     seq: tuple[int, ...] = ()  # vendor ordering components, compared as a tuple of integers
     event_time: str | None = None  # commit time at the source: ISO-8601 UTC ending in Z
     txn: str | None = None
-    ddl: str | None = None  # DDL statement text (op DDL)
     detail: str | None = None  # vendor's own op/ddlType/heartbeat kind, for the logs
-    invalid: dict[str, str] | None = None  # column → raw text of a value the source holds as invalid
 
     def __post_init__(self) -> None:
         if self.invalid is None:
@@ -151,21 +167,15 @@ class Change:
             self.invalid = found or None
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The stable JSON shape printed by ``lakecdc decode``."""
-        out: dict[str, Any] = {"op": self.op, "db": self.db, "schema": self.schema, "table": self.table}
-        if self.op in ROW_OPS:
-            out.update(
-                key=list(self.key_columns),
-                before=self.before,
-                after=self.after,
-                changed=list(self.changed) if self.changed is not None else None,
-                col_types=self.col_types,
-            )
-        if self.op == "DDL":
-            out["ddl"] = self.ddl
-        if self.invalid:
-            out["invalid"] = self.invalid
-        out.update(seq=list(self.seq), event_time=self.event_time, txn=self.txn, detail=self.detail)
+        """The stable JSON shape printed by ``lakecdc decode``: the fields in their declared order, tuples
+        as lists; the row fields for a row op only, the statement for DDL only, ``invalid`` when set."""
+        shown = {JSON_ALWAYS: True, JSON_ROW_OPS: self.op in ROW_OPS, JSON_DDL: self.op == "DDL"}
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            when = f.metadata.get("json_when", JSON_ALWAYS)
+            if bool(value) if when == JSON_WHEN_SET else shown[when]:
+                out[f.metadata.get("json_key", f.name)] = list(value) if isinstance(value, tuple) else value
         return out
 
 

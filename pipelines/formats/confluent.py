@@ -455,17 +455,27 @@ _REGISTRIES: dict[RegistrySettings, SchemaRegistry] = {}
 _REGISTRIES_LOCK = threading.Lock()
 
 
+#: The last (options, client) looked up: a decode context passes the same options object for every
+#: message, so the settings are validated once per context, not once per message.
+_LAST_LOOKUP: tuple[object, SchemaRegistry | None] = (object(), None)
+
+
 def registry_for(options: Mapping[str, Any] | None) -> SchemaRegistry | None:
     """This process's client for a format's ``schema_registry`` option (None when the option is not set)."""
+    global _LAST_LOOKUP
+    last_options, last_found = _LAST_LOOKUP
+    if options is last_options:
+        return last_found
     settings = registry_settings(options)
-    if settings is None:
-        return None
-    found = _REGISTRIES.get(settings)
-    if found is None:
-        with _REGISTRIES_LOCK:
-            found = _REGISTRIES.get(settings)
-            if found is None:
-                found = _REGISTRIES[settings] = SchemaRegistry.from_settings(settings)
+    found = None
+    if settings is not None:
+        found = _REGISTRIES.get(settings)
+        if found is None:
+            with _REGISTRIES_LOCK:
+                found = _REGISTRIES.get(settings)
+                if found is None:
+                    found = _REGISTRIES[settings] = SchemaRegistry.from_settings(settings)
+    _LAST_LOOKUP = (options, found)
     return found
 
 

@@ -43,7 +43,7 @@ from typing import Any
 import fastavro
 
 from pipelines import values as V
-from pipelines.formats.base import Change, DecodeContext, Decoder, Reject, seq_int
+from pipelines.formats.base import Change, DecodeContext, Decoder, Reject, loads_exact, seq_int
 from pipelines.formats.confluent import RegistryFramed, registry_for
 
 DEFAULT_FIELDS = {
@@ -102,9 +102,9 @@ def _value(value: Any, col_type: str | None) -> str | None:
     text = str(value)
     fam = V.family(col_type)
     if fam == "bytes":
-        try:
-            items = json.loads(text)
-        except ValueError:
+        try:  # bounded in depth and width: a value is message text, as hostile as the message
+            items = loads_exact(text)
+        except Reject:
             raise Reject(f"binary value is not a DRS byte list: {text[:40]!r}") from None
         return V.base64_from_byte_list(items)
     if fam == "timestamp":

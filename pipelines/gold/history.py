@@ -1,6 +1,6 @@
 """Optional SCD type 2 history of a mirror (``tables.<name>.history: true``).
 
-Next to the type 1 mirror, ``gold/_history/<mirror>`` (Unity Catalog: ``gold_history_<mirror>``)
+Next to the type 1 mirror, ``gold/_history/<mirror>`` (in a catalog: ``[gold_]_history_<mirror>`` next to the mirror)
 keeps one row per version of each key: the row's values, and when it was valid:
 
 * ``_valid_from_seq`` / ``_valid_to_seq``: the vendor sequence of the change that wrote the
@@ -14,12 +14,14 @@ micro-batch boundaries gives the same history. A key change closes the old key's
 opens one for the new key. A TRUNCATE closes every current version at its sequence; changes that
 come before it in the same micro-batch leave no version (the one place batch boundaries show).
 History starts when it is enabled; it keeps every column it has seen, also after a DROP or RENAME
-in the mirror. Stale changes never reach it (the same filter as the mirror), and a retried batch
-is applied once (Delta ``txnAppId``/``txnVersion``).
+in the mirror, and records their source types as the mirror does (``lakecdc.source_types``). Stale
+changes never reach it (the same filter as the mirror), and a retried batch is applied once (Delta
+``txnAppId``/``txnVersion``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pipelines.gold.batch import BatchContext, Step
@@ -37,7 +39,15 @@ from pipelines.gold.fold import (
 )
 from pipelines.gold.schema import MirrorShape, widens
 from pipelines.layout import SYSTEM_COLUMNS
-from pipelines.mirror_columns import column_ddl, mirror_schema
+from pipelines.mirror_columns import (
+    SOURCE_TYPES_PROPERTY,
+    column_ddl,
+    delta_types,
+    properties_sql,
+    source_types,
+    source_types_json,
+    table_properties,
+)
 from pipelines.sql import q
 
 if TYPE_CHECKING:
@@ -59,23 +69,42 @@ HISTORY_COLUMNS = tuple(n for n, _ in HISTORY_DDL)
 HELD = "held"
 
 
-def ensure_history(spark: SparkSession, history: TableRef, mirror: TableRef) -> None:
-    """Create the history table like the mirror, or give it the mirror's new and wider columns."""
-    mirror_cols = {c: v for c, v in mirror_schema(spark, mirror).items() if c not in SYSTEM_COLUMNS}
-    existing = mirror_schema(spark, history)
+def ensure_history(
+    spark: SparkSession, history: TableRef, mirror: TableRef, mirror_types: Mapping[str, str | None]
+) -> None:
+    """Create the history table like the mirror, or give it the mirror's new and wider columns.
+    ``mirror_types``: the mirror's source types (gold's :attr:`MirrorShape.columns`); the history
+    records those of its columns in ``lakecdc.source_types``, written before the change it describes."""
+    mirror_cols = {c: t for c, t in delta_types(spark, mirror).items() if c not in SYSTEM_COLUMNS}
+    existing = delta_types(spark, history)
     if not existing:
-        cols = [column_ddl(c, src) for c, (_t, src) in mirror_cols.items()] + [f"{n} {t}" for n, t in HISTORY_DDL]
+        types = {c: mirror_types.get(c) for c in mirror_cols}
+        cols = [column_ddl(c, src) for c, src in types.items()] + [f"{n} {t}" for n, t in HISTORY_DDL]
+        props = {
+            "delta.enableTypeWidening": "true",
+            "delta.columnMapping.mode": "name",
+            SOURCE_TYPES_PROPERTY: source_types_json(types),
+        }
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS {history.sql} ({', '.join(cols)}) USING DELTA "
-            f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')"
+            f"TBLPROPERTIES ({properties_sql(props)})"
         )
         return
-    new = [column_ddl(c, src) for c, (_t, src) in mirror_cols.items() if c not in existing]
+    new = [c for c in mirror_cols if c not in existing]
+    wider = [c for c, t in mirror_cols.items() if c in existing and widens(existing[c], t)]
+    if not new and not wider:
+        return
+    recorded = source_types(history.read(spark), table_properties(spark, history))
+    recorded = {c: t for c, t in recorded.items() if c not in HISTORY_COLUMNS}
+    recorded.update({c: mirror_types.get(c) for c in new + wider})
+    recorded_sql = properties_sql({SOURCE_TYPES_PROPERTY: source_types_json(recorded)})
+    spark.sql(f"ALTER TABLE {history.sql} SET TBLPROPERTIES ({recorded_sql})")
     if new:
-        spark.sql(f"ALTER TABLE {history.sql} ADD COLUMNS ({', '.join(new)})")
-    for c, (spark_type, _src) in mirror_cols.items():
-        if c in existing and widens(existing[c][0], spark_type):
-            spark.sql(f"ALTER TABLE {history.sql} ALTER COLUMN {q(c)} TYPE {spark_type.upper()}")
+        spark.sql(
+            f"ALTER TABLE {history.sql} ADD COLUMNS ({', '.join(column_ddl(c, mirror_types.get(c)) for c in new)})"
+        )
+    for c in wider:
+        spark.sql(f"ALTER TABLE {history.sql} ALTER COLUMN {q(c)} TYPE {mirror_cols[c].upper()}")
 
 
 def merge_history(
@@ -86,8 +115,8 @@ def merge_history(
     from pyspark.sql import functions as F
 
     spark = ctx.spark
-    ensure_history(spark, history, ctx.ident.ref)
-    hist_types = {c: t for c, (t, _src) in mirror_schema(spark, history).items()}
+    ensure_history(spark, history, ctx.ident.ref, shape.columns)
+    hist_types = delta_types(spark, history)
     data_cols = data_columns(shape, key)
     # every state of every key: aggregate the fold, keeping each step's state next to its change
     step = fold_step("acc.st")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.config import DEFAULT_SCHEMA_POLICY
-from pipelines.warehouse import HASH_MARK, safe_name
+from pipelines.warehouse import HASH_MARK, SOURCE_IDENTITY_PROPERTY, safe_name
 
 if TYPE_CHECKING:
     from pipelines.warehouse import TableRef
@@ -36,6 +36,7 @@ class MirrorIdentity:
     policy: str = DEFAULT_SCHEMA_POLICY
     source_key: str = ""
     name_parts: tuple[str, ...] = ()
+    target: bool = False  # the name is a configured target (in a catalog, ``schema.table`` picks the schema)
 
     @property
     def slug(self) -> str:
@@ -51,8 +52,6 @@ class MirrorIdentity:
         return self.slug if HASH_MARK in self.slug else self.mirror_name
 
 
-#: The table property that records which source table a mirror holds.
-SOURCE_IDENTITY_PROPERTY = "lakecdc.source_identity"
 #: Every table gold creates keeps source column names as they are (spaces, dots, backticks, ``$% ^,& *(``).
 COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
 

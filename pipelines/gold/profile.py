@@ -34,6 +34,7 @@ class TableProfile:
     changes: int = 0
     key: tuple[str, ...] = ()
     formats: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()  # the configured sources (``sources[].name``) the changes came from
     columns: dict[str, ColumnSighting] = field(default_factory=dict)
     shapes: list[ImageShape] = field(default_factory=list)
     truncate_ord: dict[str, Any] | None = None  # the ``ord`` fields of the last TRUNCATE
@@ -85,6 +86,7 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
             F.count(F.lit(1)).alias("n"),
             F.first(F.when(F.size("key_columns") > 0, F.col("key_columns")), ignorenulls=True).alias("key"),
             F.collect_set("format").alias("formats"),
+            F.collect_set("source").alias("sources"),
             F.max(F.when(truncate, F.col(ORD))).alias("t_ord"),
             F.max(F.when(truncate, F.col("seq"))).alias("t_seq"),
             F.max(F.when(truncate, F.col("event_time"))).cast("string").alias("t_time"),
@@ -93,7 +95,7 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
         .select(
             SOURCE_TABLE,
             F.lit("table").alias("fact"),
-            F.to_json(F.struct("n", "key", "formats", "t_ord", "t_seq", "t_time", "invalid")).alias("v"),
+            F.to_json(F.struct("n", "key", "formats", "sources", "t_ord", "t_seq", "t_time", "invalid")).alias("v"),
         )
     )
     profiles: dict[str, TableProfile] = {}
@@ -108,6 +110,7 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
             p.shapes.append(ImageShape(frozenset(v["cols"]), v["first"], v["last"]))
         else:
             p.changes, p.key, p.formats = v["n"], tuple(v.get("key") or ()), tuple(v["formats"])
+            p.sources = tuple(sorted(s for s in v.get("sources") or () if s))
             p.truncate_ord, p.truncate_seq, p.truncate_time = v.get("t_ord"), v.get("t_seq"), v.get("t_time")
             p.invalid_values = v.get("invalid") or 0
     return profiles

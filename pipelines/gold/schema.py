@@ -41,13 +41,22 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pipelines.gold.describe import declare_key, declares_key, mirror_comment, restore_not_null
 from pipelines.gold.identity import COLUMN_MAPPING, SOURCE_IDENTITY_PROPERTY, MirrorIdentity
 from pipelines.layout import LINEAGE_DDL, ROW_ID_COLUMN, SYSTEM_COLUMNS
-from pipelines.mirror_columns import SOURCE_TYPE_PREFIX, TEXT_SOURCE_TYPE, column_ddl, mirror_schema
+from pipelines.mirror_columns import (
+    SOURCE_TYPES_PROPERTY,
+    TEXT_SOURCE_TYPE,
+    column_ddl,
+    mirror_schema,
+    properties_sql,
+    source_types_json,
+    table_comment,
+)
 from pipelines.sql import FULL_IMAGE_SQL, export_expr, lit, q
 from pipelines.values import spark_type
 
@@ -154,13 +163,17 @@ def shape_mirror(
     shapes: list[ImageShape],
     schemaless: bool,
     keyless: bool,
+    sources: Sequence[str] = (),
+    formats: Sequence[str] = (),
 ) -> MirrorShape:
     """Create the mirror (``props`` None: it does not exist yet) or follow the source's schema
-    changes (see the module table); ``props`` are its table properties as the batch began."""
+    changes (see the module table); ``props`` are its table properties as the batch began.
+    ``sources`` and ``formats`` (those of the batch's changes) go into a new mirror's table comment."""
+    comment = mirror_comment(ident.source_table, sources, formats, key)
     if props is None:
-        return _create(spark, ident, key, configured, sightings, keyless)
-    existing = mirror_schema(spark, ident.ref)
-    evolution = SchemaEvolution(spark, ident, props, existing, key, configured, sightings, schemaless)
+        return _create(spark, ident, key, configured, sightings, keyless, comment)
+    existing = mirror_schema(spark, ident.ref, props)
+    evolution = SchemaEvolution(spark, ident, props, existing, key, configured, sightings, schemaless, comment)
     evolution.run(shapes)
     return evolution.shape
 
@@ -179,7 +192,10 @@ def _create(
     configured: dict[str, str],
     sightings: dict[str, ColumnSighting],
     keyless: bool,
+    comment: str,
 ) -> MirrorShape:
+    """A new mirror: its columns' Delta types, their source types (:data:`SOURCE_TYPES_PROPERTY`), its
+    comment, and in a catalog its key columns NOT NULL and declared the primary key."""
     columns: dict[str, str | None] = {}
     for c in [*configured, *sorted(set(sightings) - set(configured))]:
         columns[c] = _wanted_type(c, configured, sightings)
@@ -194,13 +210,20 @@ def _create(
         "delta.enableChangeDataFeed": "true",
         "delta.enableTypeWidening": "true",
         SINCE_PROPERTY: json.dumps(since, sort_keys=True),
+        SOURCE_TYPES_PROPERTY: source_types_json(columns),
         **COLUMN_MAPPING,
     }
-    cols = [column_ddl(c, t) for c, t in columns.items()] + [f"{n} {t}" for n, t in LINEAGE_DDL]
+    declared = declares_key(ident.ref, key)
+    cols = [column_ddl(c, t, not_null=declared and c in key) for c, t in columns.items()]
+    cols += [f"{n} {t}" for n, t in LINEAGE_DDL]
     if keyless:
         cols.append(f"{ROW_ID_COLUMN} STRING")
-    prop_sql = ", ".join(f"{lit(k)} = {lit(v)}" for k, v in props.items())
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {ident.ref.sql} ({', '.join(cols)}) USING DELTA TBLPROPERTIES ({prop_sql})")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {ident.ref.sql} ({', '.join(cols)}) USING DELTA "
+        f"COMMENT {lit(comment)} TBLPROPERTIES ({properties_sql(props)})"
+    )
+    if declared:
+        declare_key(spark, ident.ref, key)
     if not keyless:
         key_cols = [column_ddl(c, columns.get(c)) for c in key]
         spark.sql(
@@ -224,6 +247,7 @@ class SchemaEvolution:
         configured: dict[str, str],
         sightings: dict[str, ColumnSighting],
         schemaless: bool,
+        comment: str = "",
     ) -> None:
         self.spark, self.ident, self.key = spark, ident, tuple(key)
         self.configured, self.sightings, self.schemaless = configured, sightings, schemaless
@@ -236,6 +260,11 @@ class SchemaEvolution:
         self.dropped: dict[str, str] = json.loads(props.get(DROPPED_PROPERTY) or "{}")
         self.shape.renames = json.loads(props.get(RENAMED_PROPERTY) or "{}")
         self.props_before = (dict(self.since), dict(self.dropped), dict(self.shape.renames))
+        # the source types as the property records them (None: a mirror an earlier version wrote, which
+        # kept them in column comments, gets the property, and a table comment, on its first write)
+        recorded = props.get(SOURCE_TYPES_PROPERTY)
+        self.recorded: dict[str, str | None] | None = json.loads(recorded) if recorded is not None else None
+        self.comment = comment
 
     @property
     def where(self) -> str:
@@ -351,6 +380,7 @@ class SchemaEvolution:
     def _add(self, new: list[str]) -> None:
         types = {c: _wanted_type(c, self.configured, self.sightings) for c in new}
         log.info("gold: %s gains columns %s", self.where, ", ".join(new))
+        self._record({**self.shape.columns, **types})
         self._alter(f"ADD COLUMNS ({', '.join(column_ddl(c, t) for c, t in types.items())})")
         self.shape.columns.update(types)
         self.spark_types.update({c: spark_type(t).lower() for c, t in types.items()})
@@ -364,6 +394,7 @@ class SchemaEvolution:
 
     def _rename(self, old: str, new: str) -> None:
         self._column_mapping()
+        self._record({**self.shape.columns, new: self.shape.columns[old]})
         self._alter(f"RENAME COLUMN {q(old)} TO {q(new)}")
         self.shape.columns = {(new if c == old else c): t for c, t in self.shape.columns.items()}
         self.spark_types[new] = self.spark_types.pop(old)
@@ -384,11 +415,11 @@ class SchemaEvolution:
                 continue
             if widens(old, new):
                 log.info("gold: %s: column %r widens %s → %s", self.where, column, old, new)
+                self._record({**self.shape.columns, column: source_type})
                 tables = [self.ident.ref] + ([self.ident.tombstones] if column in self.key else [])
                 for ref in tables:  # a key column's tombstones widen with it
                     self.spark.sql(f"ALTER TABLE {ref.sql} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
                     self.spark.sql(f"ALTER TABLE {ref.sql} ALTER COLUMN {q(column)} TYPE {new.upper()}")
-                self._alter(f"ALTER COLUMN {q(column)} COMMENT {lit(SOURCE_TYPE_PREFIX + source_type)}")
                 self.shape.columns[column], self.spark_types[column] = source_type, new
                 continue
             kind = "narrowed" if fits(new, old) else "retyped"
@@ -410,29 +441,54 @@ class SchemaEvolution:
         from pyspark.sql import functions as F
 
         df = self.ident.ref.read(self.spark)
-        text = F.expr(export_expr(column, self.spark_types[column])).alias(
-            column, metadata={"comment": SOURCE_TYPE_PREFIX + TEXT_SOURCE_TYPE}
-        )
-        rewritten = df.withColumn(column, text)  # one commit: the values and the comment together
+        comment = (df.schema[column].metadata or {}).get("comment")  # an analyst's comment stays
+        text = F.expr(export_expr(column, self.spark_types[column]))
+        rewritten = df.withColumn(column, text.alias(column, metadata={"comment": comment} if comment else {}))
+        self._record({**self.shape.columns, column: TEXT_SOURCE_TYPE})
         # Under column mapping Delta refuses a schema-changing overwrite while the change data feed is on
         # (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION). The rewrite is a schema change, which stops a
         # feed reader anyway, so the feed is paused around this one commit (a crash in between leaves it
         # paused, and the rerun of the batch, finding the column still typed, does the same again).
         self._alter("SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')")
         self.ident.ref.save(rewritten.write.format("delta").mode("overwrite").option("overwriteSchema", "true"))
+        restore_not_null(self.spark, self.ident.ref, [f.name for f in df.schema.fields if not f.nullable])
         self._alter("SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
         self.shape.columns[column], self.spark_types[column] = TEXT_SOURCE_TYPE, "string"
 
+    def _record(self, types: dict[str, str | None]) -> None:
+        """Write the source types property, before the schema change it describes: should the change
+        not commit, the property names a column the mirror lacks or a type it does not have, and
+        readers go by the mirror's Delta types (:func:`~pipelines.mirror_columns.source_types`)
+        until the batch, run again, makes the change."""
+        self._set_properties({SOURCE_TYPES_PROPERTY: source_types_json(types)})
+        self.recorded = dict(types)
+
+    def _set_properties(self, values: dict[str, str]) -> None:
+        """One ``SET TBLPROPERTIES``; a mirror written by an earlier version gets its table comment with
+        its first source types property, unless someone gave it one."""
+        if self.recorded is None and self.comment and not table_comment(self.spark, self.ident.ref):
+            values = {**values, "comment": self.comment}  # Delta keeps it as the table comment
+        self._alter(f"SET TBLPROPERTIES ({properties_sql(values)})")
+
     def _remember(self) -> None:
-        """Record first sightings, drops and renames as table properties (they outlive the batch)."""
+        """Record first sightings, drops, renames and source types as table properties (they outlive the
+        batch). A mirror whose property records other types than it has (a column dropped, a schema
+        change committed without its property, an earlier version's mirror) gets it rewritten."""
         for c, s in self.sightings.items():
             if c in self.shape.columns and s.first_seq and (c not in self.since or s.first_seq < self.since[c]):
                 self.since[c] = s.first_seq
-        now = (self.since, self.dropped, self.shape.renames)
-        if now != self.props_before:
-            values = {SINCE_PROPERTY: self.since, DROPPED_PROPERTY: self.dropped, RENAMED_PROPERTY: self.shape.renames}
-            self._alter(
-                "SET TBLPROPERTIES ("
-                + ", ".join(f"{lit(k)} = {lit(json.dumps(v, sort_keys=True))}" for k, v in values.items())
-                + ")"
-            )
+        values = {}
+        if (self.since, self.dropped, self.shape.renames) != self.props_before:
+            values = {
+                k: json.dumps(v, sort_keys=True)
+                for k, v in {
+                    SINCE_PROPERTY: self.since,
+                    DROPPED_PROPERTY: self.dropped,
+                    RENAMED_PROPERTY: self.shape.renames,
+                }.items()
+            }
+        if self.shape.columns != self.recorded:
+            values[SOURCE_TYPES_PROPERTY] = source_types_json(self.shape.columns)
+        if values:
+            self._set_properties(values)
+            self.recorded = dict(self.shape.columns)

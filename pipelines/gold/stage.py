@@ -77,15 +77,17 @@ def apply_table(
     """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch."""
     source = profile.source
     tc = table_config(cfg, source.name)
-    parts = tuple(tc.target.split(".")) if tc and tc.target else source.parts
+    target = bool(tc and tc.target)
+    parts = tuple(tc.target.split(".")) if target else source.parts
     ident = MirrorIdentity(
         source.name,
-        tc.target if tc and tc.target else source.name,
-        wh.mirror(parts),
-        wh.tombstones(parts),
+        tc.target if target else source.name,
+        wh.mirror(parts, target=target),
+        wh.tombstones(parts, target=target),
         policy=(tc.schema_changes if tc and tc.schema_changes else cfg.schema_changes),
         source_key=profile.name,
         name_parts=parts,
+        target=target,
     )
     ctx = BatchContext(spark, ident, wh, app_id, batch_id, GoldStats(tables={profile.name}))
     # the mirror's properties as the batch begins (None: no mirror yet), read once for every stage
@@ -104,6 +106,8 @@ def apply_table(
         profile.shapes,
         profile.schemaless,
         keyless=not key,
+        sources=profile.sources,
+        formats=profile.formats,
     )
     invalid_policy = tc.invalid_values if tc and tc.invalid_values else cfg.invalid_values
     checked = check_changes(rename_columns(changes, shape.renames), shape, key, invalid_policy).persist()
@@ -118,7 +122,7 @@ def apply_table(
                 version=batch_id,
             )
         good = _batch_expectations(ctx, tc, good, shape.columns)
-        history = wh.history(parts) if tc and tc.history and key else None
+        history = wh.history(parts, target=target) if tc and tc.history and key else None
         truncated_seq = (props or {}).get(TRUNCATED_SEQ_PROPERTY, "")
         good = apply_truncate(ctx, good, profile, truncated_seq, history)
         version_before = current_version(spark, ident.ref) if cfg.quality_checks and key else None

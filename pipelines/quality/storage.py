@@ -1,6 +1,6 @@
 """The ``dq_results`` table: one row per check per micro-batch, appended to Delta.
 
-Lives at ``<warehouse>/dq/dq_results`` (or ``<catalog>.<schema>.dq_results``); ``lakecdc dq report``,
+Lives at ``<warehouse>/dq/dq_results`` (or ``<catalog>.<silver schema>.dq_results``); ``lakecdc dq report``,
 the chart and the data-quality notebook read it.
 """
 
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.delta_writes import append_idempotent
 from pipelines.quality.gx_session import GXSession
 from pipelines.warehouse import TableRef, Warehouse
 
@@ -71,16 +72,18 @@ def _warehouse(warehouse: Warehouse | str) -> Warehouse:
 
 
 def dq_results_ref(warehouse: Warehouse | str) -> TableRef:
-    """``<warehouse>/dq/dq_results`` (or ``<catalog>.<schema>.dq_results``)."""
+    """``<warehouse>/dq/dq_results`` (or ``<catalog>.<silver schema>.dq_results``)."""
     wh = _warehouse(warehouse)
     if wh.catalog:
-        return TableRef(name=f"{wh.catalog}.{wh.schema}.dq_results")
+        return TableRef(name=f"{wh.catalog}.{wh.schemas['silver']}.dq_results")
     return TableRef(path=f"{wh.root}/dq/dq_results")
 
 
 def dq_dir(warehouse: Warehouse | str) -> Path:
-    """``<warehouse>/dq``: Data Docs, the GE project that keeps their history, the chart."""
-    return Path(_warehouse(warehouse).root) / "dq"
+    """``<warehouse>/dq``: Data Docs, the GE project that keeps their history, the chart. With a catalog,
+    ``<checkpoints>/dq``: inside the checkpoints' volume, durable where a driver's local disk is not."""
+    wh = _warehouse(warehouse)
+    return Path(wh.checkpoint_root) / "dq" if wh.catalog else Path(wh.root) / "dq"
 
 
 def results_frame(spark: SparkSession, rows: Sequence[dict]) -> DataFrame:
@@ -98,10 +101,7 @@ def write_results(
     rows = list(rows)
     if not rows:
         return 0
-    writer = results_frame(spark, rows).write.format("delta").mode("append").option("mergeSchema", "true")
-    if app_id is not None and version is not None:
-        writer = writer.option("txnAppId", app_id).option("txnVersion", int(version))
-    dq_results_ref(warehouse).save(writer)
+    append_idempotent(results_frame(spark, rows), dq_results_ref(warehouse), app_id, version)
     return len(rows)
 
 

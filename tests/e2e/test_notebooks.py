@@ -209,7 +209,7 @@ def test_data_quality_over_time_with_plots(spark, demo, runs):
 
 def _register(spark, demo, catalog: str, layered: bool) -> str:
     """The demo warehouse's tables as catalog tables (external, at their paths): one schema with the
-    names a catalog warehouse gives them today (``silver_changes``, ``gold_<mirror>``, ``dq_results``),
+    names a catalog warehouse gives them (``silver_changes``, ``gold_<mirror>``, ``dq_results``),
     or (``layered``) a schema per layer with plain names. Returns the widget value for ``schema``."""
     from pipelines.quality.storage import dq_results_ref
 
@@ -227,9 +227,9 @@ def _register(spark, demo, catalog: str, layered: bool) -> str:
     for path in sorted((Path(demo.root) / "gold").iterdir()):
         if (path / "_delta_log").is_dir():  # a mirror
             tables[f"{gold}.{prefix}{path.name}"] = str(path)
-        else:  # a folder of side tables: _tombstones/<mirror>, ...
+        else:  # a folder of side tables: _tombstones/<mirror> is [gold_]_tombstones_<mirror> in a catalog
             for table in sorted(path.iterdir()):
-                tables[f"{gold}.{prefix}{path.name.lstrip('_')}_{table.name}"] = str(table)
+                tables[f"{gold}.{prefix}{path.name}_{table.name}"] = str(table)
     for name, location in tables.items():
         spark.sql(f"CREATE TABLE {catalog}.{name} USING DELTA LOCATION '{location}'")
     return ", ".join(schemas)

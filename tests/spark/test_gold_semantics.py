@@ -440,3 +440,29 @@ def test_column_names_that_need_quoting_in_a_table_without_a_key(spark, tmp_path
         ]
     )
     assert gold.rows() == [{"a'b": 1, "e.f": "x"}]
+
+
+# ---------------------------------------------------------------- one mirror, one source table
+
+
+def test_a_second_source_table_aimed_at_a_mirror_is_quarantined_and_the_first_keeps_it(spark, tmp_path):
+    """Two ``target``s alike: the mirror records the source table that created it, and gold refuses the
+    other one's changes (quarantined, naming both) instead of merging two tables into one mirror."""
+    gold = Gold(spark, tmp_path)
+    gold.cfg = parse_config(
+        {
+            "warehouse": str(tmp_path / "wh"),
+            "quality_checks": False,
+            "sources": [{"name": "s", "format": FMT, "path": str(tmp_path / "none")}],
+            "tables": {"shop.t": {"target": "merged"}, "shop.u": {"target": "merged"}},
+        }
+    )
+    row = {"id": "1", "a": "1", "b": "x", "d": "1.00"}
+    stats = gold.apply([change("INSERT", 1, after=row), change("INSERT", 2, after={**row, "id": "2"}, table="u")])
+    assert (stats.applied, stats.quarantined) == (1, 1)
+    assert [r["id"] for r in gold.rows("merged")] == [1]
+    [refused] = gold.quarantine()
+    assert "'shop.t'" in refused["reason"] and "'shop.u'" in refused["reason"] and "target" in refused["reason"]
+    gold.apply([change("UPDATE", 3, before=row, after={**row, "b": "y"}), change("INSERT", 4, after=row, table="u")])
+    assert [(r["id"], r["b"]) for r in gold.rows("merged")] == [(1, "y")]
+    assert len(gold.quarantine()) == 2

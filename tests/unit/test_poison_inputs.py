@@ -186,7 +186,9 @@ def test_lakecdc_decode_prints_a_quarantine_line_and_goes_on(tmp_path, capsys):
     assert out[1]["op"] == "INSERT" and out[1]["table"] == "t"
 
 
-def avro_record(after: list, fields: list[dict] | None = None, operation: str = "INSERT", rid: int = 5) -> bytes:
+def avro_record(
+    after: list, fields: list[dict] | None = None, operation: str = "INSERT", rid: int = 5, tags: dict | None = None
+) -> bytes:
     """One DTS Avro Record (newer generation) with the given afterImages."""
     fields = fields or [{"name": "c", "dataTypeNumber": 253}]
     rec = {
@@ -200,7 +202,7 @@ def avro_record(after: list, fields: list[dict] | None = None, operation: str = 
         "operation": operation,
         "objectName": "shop.t",
         "processTimestamps": None,
-        "tags": {},
+        "tags": tags or {},
         "fields": fields,
         "beforeImages": None,
         "afterImages": after,
@@ -235,6 +237,33 @@ def test_avro_character_with_odd_charsets_is_a_reject(fmt, charset, value):
     with pytest.raises(Reject, match="character set"):
         get_decoder(fmt).decode(raw, CTX)  # the decoder itself raises only Reject
     assert [r["kind"] for r in silver_rows([(fmt, raw)])] == ["quarantine"]
+
+
+@pytest.mark.parametrize(
+    "pk_uk_info",
+    ['{"PRIMARY":["c"],"PRIMARY":["d"]}', "[" * 200_000 + "]" * 200_000, '{"PRIMARY":[' + "1," * 200_000 + "1]}"],
+    ids=["duplicate_key", "deep", "wide"],
+)
+@pytest.mark.parametrize("fmt", ["dts_avro", "oms_avro"])
+def test_avro_key_tag_that_is_ambiguous_or_a_bomb_is_a_reject(fmt, pk_uk_info):
+    """``tags.pk_uk_info`` is JSON text inside the Avro record: a duplicated ``PRIMARY`` (which key?) or a
+    depth/width bomb is a Reject from the decoder itself, never last-key-wins or a RecursionError."""
+    raw = avro_record([character(b"1", "utf8")], tags={"pk_uk_info": pk_uk_info})
+    with pytest.raises(Reject, match="pk_uk_info"):
+        get_decoder(fmt).decode(raw, CTX)
+    assert get_decoder(fmt).decode(
+        avro_record([character(b"1", "utf8")], tags={"pk_uk_info": '{"PRIMARY":["c"]}'}), CTX
+    )[0].key_columns == ("c",)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "[" + "1," * 200_000 + "1]", "[1,"])
+def test_drs_avro_byte_list_bombs_are_a_reject(text):
+    """DRS Avro carries binary as the text of a byte list; that text is bounded like a message."""
+    from pipelines.formats.drs_avro import _value
+
+    with pytest.raises(Reject, match="DRS byte list"):
+        _value(text, "blob")
+    assert _value("[106, 103]", "blob") == "amc="
 
 
 def test_avro_character_with_real_charsets_still_decodes():
@@ -587,3 +616,61 @@ def test_a_literal_secret_is_warned_about(caplog):
     warned = " ".join(r.getMessage() for r in caplog.records)
     assert "sasl.password" in warned and "basic.auth.user.info" in warned and "${VAR}" in warned
     assert "jaas" not in warned and "endpoint" not in warned and "hunter2" not in warned
+
+
+# ---------------------------------------------------------------- 6. a mirror refuses another source table
+
+
+def test_a_mirror_refuses_a_source_table_other_than_the_one_it_records():
+    """Two source tables meet at one mirror only through configuration (two ``target`` names alike): the
+    identity the mirror records (``lakecdc.source_identity``) refuses the second, compared exactly."""
+    from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY, MirrorIdentity, identity_conflict
+    from pipelines.warehouse import SourceTable
+
+    def ident(db, schema, table, target="shared.t"):
+        source = SourceTable.of(db, schema, table)
+        parts = tuple(target.split("."))
+        return MirrorIdentity(source.name, target, None, None, source_key=source.key, name_parts=parts)
+
+    def recorded(holder):
+        return {SOURCE_IDENTITY_PROPERTY: holder.source_key, "lakecdc.source_table": holder.source_table}
+
+    public, audit = ident("pgdb", "public", "accounts"), ident("pgdb", "audit", "accounts")
+    assert identity_conflict(public, None) is None  # no mirror yet: it is created
+    assert identity_conflict(public, recorded(public)) is None  # its own mirror
+    reason = identity_conflict(audit, recorded(public))
+    assert reason and "'pgdb.public.accounts'" in reason and "'pgdb.audit.accounts'" in reason and "target" in reason
+    # exact identities, not names that read alike: (a.b, c), (a, b.c), (a, b, c) read a.b.c; (A, b.c) differs in case
+    alike = [ident("a.b", None, "c"), ident("a", None, "b.c"), ident("a", "b", "c"), ident("A", None, "b.c")]
+    assert len({i.source_table.lower() for i in alike}) == 1
+    for holder in alike:
+        assert [identity_conflict(other, recorded(holder)) is None for other in alike] == [o is holder for o in alike]
+    # a mirror written before identities were recorded is adopted by the table its recorded name names, only
+    legacy = {"lakecdc.source_table": "pgdb.public.accounts"}
+    assert identity_conflict(public, legacy) is None and identity_conflict(audit, legacy)
+
+
+# ---------------------------------------------------------------- 11. invalid_values: null | quarantine
+
+
+def test_invalid_values_policy_defaults_to_null_per_table_and_refuses_other_words(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "sources: [{name: s, format: oms_canal, path: /x}]\n"
+        "tables:\n  shop.strict: {invalid_values: quarantine}\n  shop.plain: {key: [id]}\n"
+    )
+    cfg = load_config(path)
+    assert cfg.invalid_values == "null"  # the default: the row applies with the column NULL
+    assert cfg.tables["shop.strict"].invalid_values == "quarantine"
+    assert cfg.tables["shop.plain"].invalid_values is None  # follows the top-level policy
+    # YAML reads README's unquoted `null` as nothing: it still means the policy null, also against the top level
+    path.write_text(
+        "sources: [{name: s, format: oms_canal, path: /x}]\n"
+        "invalid_values: quarantine\n"
+        "tables:\n  shop.t: {invalid_values: null}\n"
+    )
+    cfg = load_config(path)
+    assert (cfg.invalid_values, cfg.tables["shop.t"].invalid_values) == ("quarantine", "null")
+    for bad in ("drop", "ignore", 0):
+        with pytest.raises(ConfigError, match=r"tables\.shop\.t\.invalid_values: must be one of null, quarantine"):
+            parse_config({**BASE, "tables": {"shop.t": {"invalid_values": bad}}})

@@ -105,3 +105,123 @@ def test_source_table_identity_keeps_schema_and_case():
     assert SourceTable.from_key(t.key) == t and t.key != SourceTable.of("a", "b", "c").key
     assert SourceTable.of("db", None, "t\ud800").key  # a lone surrogate does not raise
     assert safe_name(("db", "t\ud800"))
+
+
+# ---- Unity Catalog: a schema per layer, or one shared schema with the layer as a prefix
+
+
+def _catalog(**schemas) -> Warehouse:
+    return Warehouse(None, catalog="main", schema="cdc", checkpoints="/Volumes/main/cdc/ck", schemas=schemas)
+
+
+def test_layers_sharing_a_schema_prefix_their_tables():
+    wh = _catalog()
+    assert wh.bronze.name == "main.cdc.bronze_raw_messages"
+    assert wh.silver("changes").name == "main.cdc.silver_changes"
+    assert wh.mirror("shop.orders").name == "main.cdc.gold_shop__orders"
+    assert wh.tombstones("shop.orders").name == "main.cdc.gold__tombstones_shop__orders"
+
+
+def test_a_schema_per_layer_names_tables_plainly():
+    wh = _catalog(bronze="raw", silver="changes_log", gold="mirrors")
+    assert wh.bronze.name == "main.raw.raw_messages"
+    assert [wh.silver(n).name for n in ("changes", "quarantine")] == [
+        "main.changes_log.changes",
+        "main.changes_log.quarantine",
+    ]
+    assert wh.mirror("shop.orders").name == "main.mirrors.shop__orders"
+    assert wh.tombstones("shop.orders").name == "main.mirrors._tombstones_shop__orders"
+    assert wh.history("shop.orders").name == "main.mirrors._history_shop__orders"
+    assert wh.applied_changes("shop.orders").name == "main.mirrors._applied_shop__orders"
+
+
+def test_only_the_layers_that_share_a_schema_are_prefixed():
+    wh = _catalog(gold="mirrors")  # bronze and silver share cdc
+    assert (wh.bronze.name, wh.silver("changes").name) == ("main.cdc.bronze_raw_messages", "main.cdc.silver_changes")
+    assert wh.mirror("shop.orders").name == "main.mirrors.shop__orders"
+
+
+def test_a_target_schema_table_chooses_the_mirrors_schema_and_name():
+    for wh in (_catalog(), _catalog(gold="mirrors")):
+        assert wh.mirror("sales.orders", target=True).name == "main.sales.orders"
+        assert wh.tombstones("sales.orders", target=True).name == "main.sales._tombstones_orders"
+        assert wh.mirror("orders", target=True).name == wh.mirror("orders").name  # one part: the gold schema
+    local = Warehouse("/w")
+    assert local.mirror("sales.orders", target=True).path == "/w/gold/sales__orders"  # paths keep one gold folder
+
+
+@given(st.lists(st.text("ab_.T", min_size=1, max_size=8), min_size=1, max_size=3), st.booleans(), st.booleans())
+def test_side_tables_never_share_a_name_with_a_mirror(parts, shared, target):
+    """A side table's name starts with ``_`` after the layer prefix; a mirror's never does."""
+    wh = _catalog() if shared else _catalog(gold="mirrors")
+    if target and len(parts) == 2:
+        parts[0] = "sales"  # a target's schema is one plain name (configuration checks it)
+    mirror = wh.mirror(parts, target=target)
+    sides = [wh.tombstones(parts, target=target), wh.applied_changes(parts, target=target)]
+    sides.append(wh.history(parts, target=target))
+    assert all(s.name.rsplit(".", 1)[1].removeprefix(wh.prefix("gold")).startswith("_") for s in sides)
+    assert not mirror.name.rsplit(".", 1)[1].removeprefix(wh.prefix("gold")).startswith("_")
+    assert [wh.side_of(mirror, k) for k in ("tombstones", "applied", "history")] == sides
+
+
+def test_mirror_schemas_are_gold_and_the_targets():
+    from pipelines.config import parse_config
+
+    cfg = parse_config(
+        {
+            "catalog": "main",
+            "schema": "cdc",
+            "schemas": {"gold": "mirrors"},
+            "checkpoints": "/Volumes/main/cdc/ck",
+            "sources": [{"name": "s", "format": "oms_default", "path": "/landing"}],
+            "tables": {"shop.orders": {"target": "sales.orders"}, "shop.items": {"target": "items"}},
+        }
+    )
+    assert Warehouse.from_config(cfg).mirror_schemas == ("mirrors", "sales")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"schema": None}, "every layer needs a schema"),
+        ({"schema": None, "schemas": {"bronze": "b", "silver": "s"}}, "schemas.gold"),
+        ({"schemas": {"platinum": "p"}}, "schemas.platinum: unknown field"),
+        ({"schemas": {"gold": "a.b"}}, "schemas.gold: 'a.b' is not one name"),
+        ({"catalog": None}, "set catalog too"),
+        ({"tables": {"shop.t": {"target": "a.b.c"}}}, "a target is <table> or <schema>.<table>"),
+        ({"tables": {"shop.t": {"target": "sales._x"}}}, "a target is <table> or <schema>.<table>"),
+    ],
+)
+def test_catalog_locations_are_validated(change, message):
+    from pipelines.config import parse_config
+    from pipelines.errors import ConfigError
+
+    doc = {
+        "catalog": "main",
+        "schema": "cdc",
+        "checkpoints": "/Volumes/main/cdc/ck",
+        "sources": [{"name": "s", "format": "oms_default", "path": "/landing"}],
+        **change,
+    }
+    doc = {k: v for k, v in doc.items() if v is not None}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_config(doc)
+
+
+def test_a_schema_per_layer_with_no_shared_schema_is_complete():
+    from pipelines.config import parse_config
+
+    cfg = parse_config(
+        {
+            "catalog": "main",
+            "schemas": {"bronze": "b", "silver": "s", "gold": "g"},
+            "checkpoints": "/Volumes/main/cdc/ck",
+            "sources": [{"name": "s", "format": "oms_default", "path": "/landing"}],
+        }
+    )
+    wh = Warehouse.from_config(cfg)
+    assert (wh.bronze.name, wh.silver("ddl_log").name, wh.mirror("a.b").name) == (
+        "main.b.raw_messages",
+        "main.s.ddl_log",
+        "main.g.a__b",
+    )
