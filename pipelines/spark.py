@@ -293,7 +293,25 @@ def get_spark(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKECDC_SPARK_LOG_LEVEL", "WARN"))
+    _quiet_loggers(spark)
     return spark
+
+
+#: Loggers whose ERROR lines are not errors: Delta plans a read of a table with deletion vectors with its
+#: internal ``__delta_internal_is_row_deleted`` filter, which Parquet cannot take, logs "Failed to translate
+#: filter" at ERROR, and filters the rows itself (delta-io/delta#2576: pushdown is off with deletion vectors).
+QUIET_LOGGERS = ("org.apache.spark.sql.delta.DeltaParquetFileFormat",)
+
+
+def _quiet_loggers(spark: SparkSession) -> None:
+    """Turn off :data:`QUIET_LOGGERS` in the driver's JVM (local executors share it)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        for name in QUIET_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+    except Exception:  # noqa: BLE001 - a runtime with another logging backend keeps its lines
+        log.debug("could not quiet %s", ", ".join(QUIET_LOGGERS))
 
 
 def _launch_conf(local: bool) -> dict[str, str]:

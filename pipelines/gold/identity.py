@@ -54,6 +54,10 @@ class MirrorIdentity:
 
 #: Every table gold creates keeps source column names as they are (spaces, dots, backticks, ``$% ^,& *(``).
 COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
+#: Mirrors and tombstones take MERGEs of a few rows into many files: with deletion vectors a MERGE marks
+#: the rows it replaces or deletes instead of rewriting every file that holds one (Delta 3.1+; Databricks
+#: and Delta 4 readers read them; OPTIMIZE/auto-compaction purges them).
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 
 
 def identity_conflict(ident: MirrorIdentity, props: dict[str, str] | None) -> str | None:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipelines.gold.describe import declare_key, declares_key, mirror_comment, restore_not_null
-from pipelines.gold.identity import COLUMN_MAPPING, SOURCE_IDENTITY_PROPERTY, MirrorIdentity
+from pipelines.gold.identity import COLUMN_MAPPING, DELETION_VECTORS, SOURCE_IDENTITY_PROPERTY, MirrorIdentity
 from pipelines.layout import LINEAGE_DDL, ROW_ID_COLUMN, SYSTEM_COLUMNS
 from pipelines.mirror_columns import (
     SOURCE_TYPES_PROPERTY,
@@ -212,6 +212,7 @@ def _create(
         SINCE_PROPERTY: json.dumps(since, sort_keys=True),
         SOURCE_TYPES_PROPERTY: source_types_json(columns),
         **COLUMN_MAPPING,
+        **DELETION_VECTORS,
     }
     declared = declares_key(ident.ref, key)
     cols = [column_ddl(c, t, not_null=declared and c in key) for c, t in columns.items()]
@@ -226,10 +227,10 @@ def _create(
         declare_key(spark, ident.ref, key)
     if not keyless:
         key_cols = [column_ddl(c, columns.get(c)) for c in key]
+        tombstone_props = {"delta.enableTypeWidening": "true", **COLUMN_MAPPING, **DELETION_VECTORS}
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS {ident.tombstones.sql} ({', '.join(key_cols)}, _seq STRING, "
-            f"_queue_pos STRING, _event_time TIMESTAMP) USING DELTA "
-            f"TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')"
+            f"_queue_pos STRING, _event_time TIMESTAMP) USING DELTA TBLPROPERTIES ({properties_sql(tombstone_props)})"
         )
     return MirrorShape(columns=columns, keyless=keyless)
 

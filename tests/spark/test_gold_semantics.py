@@ -382,8 +382,8 @@ def test_two_equal_keyless_rows_of_one_message_stay_two(spark, tmp_path):
 
 # ---------------------------------------------------------------- column names that need quoting
 
-#: Delta forbids spaces, commas and parentheses in column names, and its change data feed fails a MERGE
-#: into a column named with a backtick, so a mirror column cannot carry those; the rest must work.
+#: Quotes, dots, backslashes and symbols through fold, MERGE, tombstones and history; the names Delta refuses
+#: without column mapping (spaces, commas, parentheses, backticks) are kept by the hostile replay's mirrors.
 ODD_TYPES = {"i.d": "bigint", "a'b": "int", "e.f": "varchar(16)", "x$%^&*\\": "varchar(16)"}
 
 

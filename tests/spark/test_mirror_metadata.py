@@ -220,3 +220,24 @@ def test_a_catalog_mirror_declares_its_key_where_the_catalog_can(spark, tmp_path
         ]
     finally:
         spark.sql(f"DROP SCHEMA IF EXISTS spark_catalog.{schema} CASCADE")
+
+
+def test_an_update_marks_the_row_it_replaces_instead_of_rewriting_the_file(spark, tmp_path):
+    """Mirrors and tombstones use deletion vectors: a MERGE that changes one row of a file copies none of
+    the file's other rows (without them it rewrites the whole file)."""
+    gold = Gold(spark, tmp_path)
+    gold.apply([change("INSERT", n, after=_row(n, u="1", d="1.00", a="1"), types=TYPES) for n in range(1, 6)])
+    old, new = _row(3, u="1", d="1.00", a="1"), _row(3, u="2", d="2.00", a="2")
+    gold.apply([change("UPDATE", 6, before=old, after=new, types=TYPES)])
+    gold.apply([change("DELETE", 7, before=_row(4, u="1", d="1.00", a="1"), types=TYPES)])
+    mirror, tombstones = gold.wh.mirror("shop.t"), gold.wh.tombstones("shop.t")
+    for ref in (mirror, tombstones):
+        assert table_properties(spark, ref).get("delta.enableDeletionVectors") == "true", ref
+    merges = [
+        r["operationMetrics"]
+        for r in spark.sql(f"DESCRIBE HISTORY {mirror.sql}").where("operation = 'MERGE'").collect()
+    ]
+    changed = [m for m in merges if int(m.get("numTargetRowsUpdated", 0)) + int(m.get("numTargetRowsDeleted", 0))]
+    assert len(changed) == 2 and all(int(m["numTargetRowsCopied"]) == 0 for m in changed), changed
+    assert all(int(m["numTargetDeletionVectorsAdded"]) >= 1 for m in changed), changed
+    assert sorted(r["id"] for r in export_table(spark, mirror)) == [1, 2, 3, 5]
