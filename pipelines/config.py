@@ -55,9 +55,9 @@ from pipelines.formats.base import (
     TableSpec,
 )
 from pipelines.formats.confluent import registry_settings
+from pipelines.layout import LAYERS
 from pipelines.quality.rules import parse_duration, parse_expectations
 from pipelines.values import is_known_type
-from pipelines.warehouse import LAYERS
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,8 @@ INVALID_VALUE_POLICIES = ("null", "quarantine")
 DEFAULT_INVALID_VALUE_POLICY = "null"
 
 
-STAGES = ("bronze", "silver", "gold")
+#: The stages in flow order: one per layer of the warehouse.
+STAGES = LAYERS
 #: With ``catalog:``, checkpoints have no default: ``<warehouse>/_checkpoints`` would be the driver's local
 #: disk, lost with the cluster, so every run would read every source again from the start.
 CHECKPOINTS_REQUIRED = (

@@ -14,6 +14,9 @@ from dataclasses import fields
 
 from pipelines.formats.base import Change
 
+#: The warehouse's layers, bottom up; each is written by the stage of the same name.
+LAYERS = ("bronze", "silver", "gold")
+
 #: A decoded silver row: (name, Spark type). ``kind`` says which silver table it goes to.
 DECODED_FIELDS: tuple[tuple[str, str], ...] = (
     ("kind", "STRING"),

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelines.layout import LAYERS
 from pipelines.sql import q as quote_ident
 
 if TYPE_CHECKING:
@@ -140,8 +141,6 @@ class TableRef:
         return writer.start(self.path) if self.path is not None else writer.toTable(self.name)
 
 
-#: The layers, bottom up; each has a schema in a catalog (``schema:``, or its own under ``schemas:``).
-LAYERS = ("bronze", "silver", "gold")
 #: The tables gold keeps next to a mirror: deleted keys, ids of applied changes (keyless), SCD2 history.
 SIDE_TABLES = ("tombstones", "applied", "history")
 
