@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup demo test test-unit test-spark test-e2e lint format clean
+.PHONY: setup demo test test-all test-unit test-spark test-e2e lint format clean
 
 setup: $(STAMP)
 
@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 demo: setup          ## generate CDC traffic and run bronze → silver → gold on local Spark + Delta
 	$(VENV)/bin/lakecdc demo
 
-test: setup          ## every test: pure-Python decoders, Spark + Delta, real Kafka broker, Great Expectations
-	$(VENV)/bin/pytest -q
+test: setup          ## the tests CI runs: decoders, Spark + Delta, real Kafka broker, Great Expectations (not the `long` variants)
+	$(VENV)/bin/pytest -q -m "not long" --durations=40
+
+test-all: setup      ## every test, the `long` variants too (CI runs a short slice of each: `make test`)
+	$(VENV)/bin/pytest -q --durations=40
 
 lint: setup          ## ruff: lint and format check (CI runs it before the tests)
 	$(VENV)/bin/ruff check .

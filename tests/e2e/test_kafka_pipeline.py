@@ -92,6 +92,7 @@ def test_a_recreated_topic_fails_loudly_by_default(kafka_broker, spark, tmp_path
         run_pipeline(spark, cfg, stages=("bronze",))
 
 
+@pytest.mark.long  # a broker of its own, stopped and started (CI's slice: the restart of the first test here)
 def test_broker_restart_while_the_pipeline_runs_loses_nothing(spark, tmp_path):
     """Stop and start the broker under a continuous pipeline: it recovers (the Kafka client retries),
     or fails with a clear error and then resumes from its checkpoint; either way nothing is lost."""

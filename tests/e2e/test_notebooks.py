@@ -235,7 +235,11 @@ def _register(spark, demo, catalog: str, layered: bool) -> str:
     return ", ".join(schemas)
 
 
-@pytest.mark.parametrize("layered", [False, True], ids=["one_schema", "schema_per_layer"])
+@pytest.mark.parametrize(
+    "layered",
+    [False, pytest.param(True, marks=pytest.mark.long)],  # CI's slice: one schema (test_catalog_layers runs both)
+    ids=["one_schema", "schema_per_layer"],
+)
 def test_catalog_names_show_the_same_as_the_path(spark, demo, runs, layered):
     catalog = "spark_catalog"
     schema = _register(spark, demo, catalog, layered)
