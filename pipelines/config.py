@@ -73,6 +73,9 @@ DEFAULT_SCHEMA_POLICY = "fail"
 #: goes to quarantine.
 INVALID_VALUE_POLICIES = ("null", "quarantine")
 DEFAULT_INVALID_VALUE_POLICY = "null"
+#: How many tables of a micro-batch gold applies at a time (``gold.parallelism``; pipelines.gold.parallel).
+DEFAULT_GOLD_PARALLELISM = 4
+MAX_GOLD_PARALLELISM = 64
 
 
 #: The stages in flow order: one per layer of the warehouse.
@@ -179,6 +182,7 @@ class PipelineConfig:
     schema_changes: str = DEFAULT_SCHEMA_POLICY  # see pipelines.gold.schema
     invalid_values: str = DEFAULT_INVALID_VALUE_POLICY  # see INVALID_VALUE_POLICIES
     status: StatusThresholds = field(default_factory=StatusThresholds)  # `lakecdc status` alerts
+    gold_parallelism: int = DEFAULT_GOLD_PARALLELISM  # tables applied at a time (gold.parallelism)
     origin: str = "<config>"
 
     def decode_context(self, format_id: str | None = None) -> DecodeContext:
@@ -322,8 +326,20 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
             "schema_changes",
             "invalid_values",
             "status",
+            "gold",
         },
     )
+    gold_raw = v.mapping(root.get("gold") or {}, "gold")
+    v.only(gold_raw, "gold", {"parallelism"})
+    gold_parallelism = v.positive_int(
+        gold_raw.get("parallelism", DEFAULT_GOLD_PARALLELISM), "gold.parallelism", DEFAULT_GOLD_PARALLELISM
+    )
+    if gold_parallelism > MAX_GOLD_PARALLELISM:
+        v.fail(
+            "gold.parallelism",
+            f"at most {MAX_GOLD_PARALLELISM} tables at a time (each one is a thread with its own Spark session), "
+            f"got {gold_parallelism}",
+        )
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits_raw, "limits", set(_LIMITS))
     limits = {k: v.positive_int(limits_raw.get(k, default), f"limits.{k}", default) for k, default in _LIMITS.items()}
@@ -386,6 +402,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
             root.get("invalid_values", DEFAULT_INVALID_VALUE_POLICY), "invalid_values"
         ),
         status=v.status(root.get("status"), "status"),
+        gold_parallelism=gold_parallelism,
         origin=origin,
     )
     for where, message in location_errors(config):

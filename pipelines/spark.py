@@ -222,7 +222,7 @@ def submit_jars() -> str:
 
 #: Delta's classes, which the driver must be able to load.
 _DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
-#: What the pipeline needs wherever it runs: Delta as the catalog, UTC, last-wins map keys.
+#: What the pipeline needs wherever it runs: Delta as the catalog, UTC, last-wins map keys, FAIR pools.
 _PIPELINE_CONF = {
     "spark.sql.extensions": _DELTA_EXTENSION,
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -231,6 +231,8 @@ _PIPELINE_CONF = {
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
     "spark.databricks.delta.autoCompact.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    # gold applies the tables of a batch in threads, each in its own pool (pipelines.gold.parallel)
+    "spark.scheduler.mode": "FAIR",
 }
 #: The embedded session only: one machine, 2 cores, loopback, no UI.
 _LOCAL_CONF = {
@@ -300,16 +302,22 @@ def get_spark(
 #: Loggers whose ERROR lines are not errors: Delta plans a read of a table with deletion vectors with its
 #: internal ``__delta_internal_is_row_deleted`` filter, which Parquet cannot take, logs "Failed to translate
 #: filter" at ERROR, and filters the rows itself (delta-io/delta#2576: pushdown is off with deletion vectors).
-QUIET_LOGGERS = ("org.apache.spark.sql.delta.DeltaParquetFileFormat",)
+#: The scheduler warns once per FAIR pool it creates on first use: gold's pools (pipelines.gold.parallel) are
+#: made that way on purpose, with the default weight, so the warning is dropped and its errors kept.
+QUIET_LOGGERS = {
+    "org.apache.spark.sql.delta.DeltaParquetFileFormat": "OFF",
+    "org.apache.spark.scheduler.FairSchedulableBuilder": "ERROR",
+}
 
 
 def _quiet_loggers(spark: SparkSession) -> None:
-    """Turn off :data:`QUIET_LOGGERS` in the driver's JVM (local executors share it)."""
+    """Set the levels of :data:`QUIET_LOGGERS` in the driver's JVM (local executors share it)."""
     try:
         jvm = spark.sparkContext._jvm
-        level = jvm.org.apache.logging.log4j.Level.OFF
-        for name in QUIET_LOGGERS:
-            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+        for name, level in QUIET_LOGGERS.items():
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                name, jvm.org.apache.logging.log4j.Level.getLevel(level)
+            )
     except Exception:  # noqa: BLE001 - a runtime with another logging backend keeps its lines
         log.debug("could not quiet %s", ", ".join(QUIET_LOGGERS))
 

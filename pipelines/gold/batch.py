@@ -5,10 +5,14 @@ Every write gold makes is idempotent: Delta skips a commit stamped with a ``txnA
 once. The stamp is ``<app id>-<step>-<mirror>`` (:attr:`MirrorIdentity.stamp_name`: one per mirror,
 so two source tables whose names read alike never share a stamp) with the batch id as version; :class:`Step`
 names the steps. Their values are stored in every warehouse gold has written, so they never change.
+
+The built-in checks' ``dq_results`` rows of every table of a batch are written together, in one
+commit (:func:`batch_results_stamp`), not one per table.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.delta_writes import append_idempotent, idempotent_dml
 from pipelines.gold.identity import MirrorIdentity
+from pipelines.quality.storage import write_results
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,6 +45,18 @@ class Step(str, Enum):
     MIRROR_EXPECTATION_RESULTS = "dqm"  # results of the mirror expectations
     CDC_CHECK_RESULTS = "dqc"  # results of the built-in per-batch CDC checks
     INVALID_VALUE_RESULTS = "dqi"  # records of values the source holds as invalid (invalid_values: null)
+    REFUSED = (
+        "qr"  # the changes of a source table its mirror refuses (stamped per source table: BatchContext.source_stamp)
+    )
+
+
+#: The step of the one ``dq_results`` append per batch that carries every table's built-in check rows.
+BATCH_RESULTS_STEP = "dqb"
+
+
+def batch_results_stamp(app_id: str) -> str:
+    """The ``txnAppId`` of a batch's one ``dq_results`` append (tests/unit/test_gold_steps.py)."""
+    return f"{app_id}-{BATCH_RESULTS_STEP}"
 
 
 @dataclass
@@ -68,10 +85,18 @@ class BatchContext:
     app_id: str
     batch_id: int
     stats: GoldStats
+    #: ``dq_results`` rows collected for the batch's one append (None: each step writes its own)
+    results: list[dict] | None = None
 
     def stamp(self, step: Step) -> str:
         """The ``txnAppId`` of one step's write to this mirror's tables (tests/unit/test_gold_steps.py)."""
         return f"{self.app_id}-{step.value}-{self.ident.stamp_name}"
+
+    def source_stamp(self, step: Step) -> str:
+        """A step's stamp per source table, not per mirror: for the changes of a source table that its
+        mirror refuses, since several source tables may aim at one mirror in one batch."""
+        digest = hashlib.sha256(self.ident.source_key.encode()).hexdigest()[:16]
+        return f"{self.app_id}-{step.value}-{digest}"
 
     @contextmanager
     def txn(self, step: Step) -> Iterator[None]:
@@ -82,3 +107,10 @@ class BatchContext:
     def append(self, frame: DataFrame, ref: TableRef, step: Step) -> None:
         """Append ``frame`` to ``ref`` once per batch, however often the batch is retried."""
         append_idempotent(frame, ref, self.stamp(step), self.batch_id)
+
+    def record(self, rows: list[dict], step: Step) -> None:
+        """``dq_results`` rows of one step: collected for the batch's one append, else written once per batch."""
+        if self.results is not None:
+            self.results.extend(rows)
+        else:
+            write_results(self.spark, self.wh, rows, app_id=self.stamp(step), version=self.batch_id)

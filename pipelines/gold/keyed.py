@@ -8,14 +8,19 @@ The steps of :func:`apply_keyed`, each a function here:
    it (:func:`~pipelines.gold.order.delete_first`);
 3. :func:`mark_stale` – a change older than what the mirror or its tombstones hold for its key is
    stale (an equal sequence re-applies: that is what makes a retried batch idempotent);
-4. :func:`count_changes` – applied and stale, into the batch's stats;
+4. :func:`count_changes` – applied and stale, into the batch's stats, and what the MERGEs will
+   touch, from one aggregation;
 5. the SCD type 2 history, where configured (:func:`~pipelines.gold.history.merge_history`);
 6. :func:`merge_keyed` – the fold per key (:func:`~pipelines.gold.fold.fold_per_key`) MERGEd into
-   the mirror (live keys) and the tombstones (deleted keys).
+   the mirror (live keys) and the tombstones (deleted keys). A MERGE that would change nothing is
+   not run (no Spark jobs, no commit): none into the tombstones when no fresh change deletes a key
+   (a DELETE, or the old key of a key change) or finds one tombstoned, none at all when every
+   change is stale.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.gold.batch import BatchContext, Step
@@ -41,13 +46,23 @@ def apply_keyed(
 
     rows = mark_stale(ctx, with_moved_keys(key_per_change(changes, key, shape)), key).persist()
     try:
-        count_changes(ctx, rows)
+        touched = count_changes(ctx, rows)
+        if not touched.fresh:
+            return  # every change is stale: no MERGE would change anything
         fresh = rows.where(~F.col("stale"))
         if history is not None:
             merge_history(ctx, fresh, key, shape, history)
-        merge_keyed(ctx, fold_per_key(fresh, key, shape), key, shape)
+        merge_keyed(ctx, fold_per_key(fresh, key, shape), key, shape, tombstones=touched.tombstones)
     finally:
         rows.unpersist()
+
+
+@dataclass(frozen=True)
+class Touched:
+    """What the fresh changes of a batch will touch (from :func:`count_changes`)."""
+
+    fresh: int  # fresh rows (the deletes of moved keys included)
+    tombstones: bool  # the tombstones change: a fresh DELETE, or a fresh change of a tombstoned key
 
 
 def key_per_change(changes: DataFrame, key: tuple[str, ...], shape: MirrorShape) -> DataFrame:
@@ -87,39 +102,48 @@ def with_moved_keys(rows: DataFrame) -> DataFrame:
 
 
 def mark_stale(ctx: BatchContext, rows: DataFrame, key: tuple[str, ...]) -> DataFrame:
-    """``stale`` also where the change is older than the mirror's row or the tombstone of its key."""
+    """``stale`` also where the change is older than the mirror's row or the tombstone of its key;
+    ``tombstoned`` where its key has a tombstone."""
     from pyspark.sql import functions as F
 
     key_sql = f"{stored_key(key)} AS k"
     held = (
         ctx.ident.ref.read(ctx.spark)
-        .selectExpr(key_sql, "_seq AS m_seq")
-        .unionByName(ctx.ident.tombstones.read(ctx.spark).selectExpr(key_sql, "_seq AS m_seq"))
+        .selectExpr(key_sql, "_seq AS m_seq", "false AS t")
+        .unionByName(ctx.ident.tombstones.read(ctx.spark).selectExpr(key_sql, "_seq AS m_seq", "true AS t"))
         .groupBy("k")
-        .agg(F.max("m_seq").alias("m_seq"))
+        .agg(F.max("m_seq").alias("m_seq"), F.max("t").alias("tombstoned"))
     )
     return (
         rows.join(held, on="k", how="left")
         .withColumn("stale", F.expr("stale OR (m_seq IS NOT NULL AND seq < m_seq)"))
+        .withColumn("tombstoned", F.coalesce("tombstoned", F.lit(False)))
         .drop("m_seq")
     )
 
 
-def count_changes(ctx: BatchContext, rows: DataFrame) -> None:
-    """Changes applied and stale (the deletes of moved keys are not changes of their own)."""
+def count_changes(ctx: BatchContext, rows: DataFrame) -> Touched:
+    """Changes applied and stale (the deletes of moved keys are not changes of their own), and what
+    the MERGEs will touch: one aggregation."""
     from pyspark.sql import functions as F
 
-    counts = (
-        rows.where(~F.col("moved_from"))
-        .agg(F.count_if("stale").alias("stale"), F.count_if(~F.col("stale")).alias("applied"))
-        .first()
-    )
+    own, fresh = ~F.col("moved_from"), ~F.col("stale")
+    counts = rows.agg(
+        F.count_if(own & F.col("stale")).alias("stale"),
+        F.count_if(own & fresh).alias("applied"),
+        F.count_if(fresh).alias("fresh"),
+        F.count_if(fresh & ((F.col("op") == "DELETE") | F.col("tombstoned"))).alias("tombstones"),
+    ).first()
     ctx.stats.stale += counts["stale"] or 0
     ctx.stats.applied = counts["applied"] or 0
+    return Touched(fresh=counts["fresh"] or 0, tombstones=bool(counts["tombstones"]))
 
 
-def merge_keyed(ctx: BatchContext, folded: DataFrame, key: tuple[str, ...], shape: MirrorShape) -> None:
-    """One MERGE into the mirror (live keys), one into the tombstones (deleted keys)."""
+def merge_keyed(
+    ctx: BatchContext, folded: DataFrame, key: tuple[str, ...], shape: MirrorShape, tombstones: bool = True
+) -> None:
+    """One MERGE into the mirror (live keys), one into the tombstones (deleted keys; ``tombstones``
+    False: the batch deletes no key and finds none tombstoned, so that MERGE would change nothing)."""
     spark, ident = ctx.spark, ctx.ident
     data_cols = data_columns(shape, key)
     on = " AND ".join(f"t.{q(k)} <=> s.k.{q(k)}" for k in key)
@@ -141,6 +165,8 @@ def merge_keyed(ctx: BatchContext, folded: DataFrame, key: tuple[str, ...], shap
             .whenNotMatchedInsert(condition="s.live", values=insert_values)
             .execute()
         )
+    if not tombstones:
+        return
     tomb_values = {q(k): f"s.k.{q(k)}" for k in key}
     tomb_values.update({"_seq": "s._seq", "_queue_pos": "s._queue_pos", "_event_time": "s._event_time"})
     with ctx.txn(Step.TOMBSTONES):

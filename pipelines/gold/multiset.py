@@ -55,6 +55,8 @@ def apply_multiset(ctx: BatchContext, changes: DataFrame, shape: MirrorShape) ->
     fresh = fresh_changes(ctx, with_ids, applied).persist()
     try:
         count_changes(ctx, with_ids, fresh)
+        if not ctx.stats.applied:
+            return  # nothing new: no MERGE, no commit
         added = added_rows(fresh, types, shape)
         events = row_events(added, removed_rows(fresh, types, shape))
         merge_rows(ctx, row_writes(added, surviving_row_ids(mirror, events, types), types), types)

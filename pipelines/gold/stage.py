@@ -9,16 +9,18 @@ checks that need the mirror as it was before the batch, and the mirror expectati
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig, TableConfig
-from pipelines.delta_writes import quarantine_frame, run_id
-from pipelines.gold.batch import BatchContext, GoldStats, Step
+from pipelines.delta_writes import append_idempotent, quarantine_frame, run_id
+from pipelines.gold.batch import BatchContext, GoldStats, Step, batch_results_stamp
 from pipelines.gold.identity import MirrorIdentity, identity_conflict
 from pipelines.gold.keyed import apply_keyed
 from pipelines.gold.multiset import apply_multiset
 from pipelines.gold.order import with_order
+from pipelines.gold.parallel import apply_all
 from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch
 from pipelines.gold.schema import shape_mirror
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY, apply_truncate
@@ -47,6 +49,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Great Expectations validations run one at a time (its context is not known to be thread-safe);
+#: the tables' other steps run side by side (:mod:`pipelines.gold.parallel`).
+_GE_LOCK = threading.Lock()
+#: Settings of the sessions gold applies a batch with. (Delta's ``merge.materializeSource=none``
+#: would save a job per MERGE, but Delta then refuses a source whose plan holds persisted frames.)
+GOLD_SESSION_CONF = {
+    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",  # map_concat: later image wins
+}
+
 
 def table_config(cfg: PipelineConfig, source_table: str) -> TableConfig | None:
     """The configuration of a source table: the entry of exactly its name, else the one entry whose
@@ -65,6 +76,30 @@ def resolve_key(props: dict[str, str] | None, profile: TableProfile, tc: TableCo
     return profile.key or (tc.key if tc else ())
 
 
+def mirror_identity(cfg: PipelineConfig, wh: Warehouse, source_key: str) -> MirrorIdentity:
+    """The mirror a source table (its exact identity, :data:`SOURCE_TABLE`) writes."""
+    source = TableProfile(source_key).source
+    tc = table_config(cfg, source.name)
+    target = bool(tc and tc.target)
+    parts = tuple(tc.target.split(".")) if target else source.parts
+    return MirrorIdentity(
+        source.name,
+        tc.target if target else source.name,
+        wh.mirror(parts, target=target),
+        wh.tombstones(parts, target=target),
+        policy=(tc.schema_changes if tc and tc.schema_changes else cfg.schema_changes),
+        source_key=source_key,
+        name_parts=parts,
+        target=target,
+    )
+
+
+def describe_table(cfg: PipelineConfig, wh: Warehouse, source_key: str) -> str:
+    """A table as errors name it: the source table, its exact identity, and its mirror."""
+    ident = mirror_identity(cfg, wh, source_key)
+    return f"source table {ident.source_table} (identity {source_key}) → mirror {ident.mirror_name} ({ident.slug})"
+
+
 def apply_table(
     spark: SparkSession,
     changes: DataFrame,
@@ -73,23 +108,16 @@ def apply_table(
     wh: Warehouse,
     app_id: str,
     batch_id: int,
+    results: list[dict] | None = None,
 ) -> GoldStats:
-    """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch."""
+    """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch. With
+    ``results`` the built-in checks' ``dq_results`` rows are collected there (the caller writes
+    them once for the batch), else each check writes its own."""
     source = profile.source
     tc = table_config(cfg, source.name)
-    target = bool(tc and tc.target)
-    parts = tuple(tc.target.split(".")) if target else source.parts
-    ident = MirrorIdentity(
-        source.name,
-        tc.target if target else source.name,
-        wh.mirror(parts, target=target),
-        wh.tombstones(parts, target=target),
-        policy=(tc.schema_changes if tc and tc.schema_changes else cfg.schema_changes),
-        source_key=profile.name,
-        name_parts=parts,
-        target=target,
-    )
-    ctx = BatchContext(spark, ident, wh, app_id, batch_id, GoldStats(tables={profile.name}))
+    ident = mirror_identity(cfg, wh, profile.name)
+    parts, target = ident.name_parts, ident.target
+    ctx = BatchContext(spark, ident, wh, app_id, batch_id, GoldStats(tables={profile.name}), results)
     # the mirror's properties as the batch begins (None: no mirror yet), read once for every stage
     props = table_properties(spark, ident.ref) if ident.ref.exists(spark) else None
     conflict = identity_conflict(ident, props)
@@ -114,13 +142,7 @@ def apply_table(
     try:
         good = quarantine_misfits(ctx, checked)
         if invalid_policy == "null" and profile.invalid_values:
-            write_results(
-                spark,
-                wh,
-                invalid_value_rows(ident.mirror_name, good, key, app_id, batch_id),
-                app_id=ctx.stamp(Step.INVALID_VALUE_RESULTS),
-                version=batch_id,
-            )
+            ctx.record(invalid_value_rows(ident.mirror_name, good, key, app_id, batch_id), Step.INVALID_VALUE_RESULTS)
         good = _batch_expectations(ctx, tc, good, shape.columns)
         history = wh.history(parts, target=target) if tc and tc.history and key else None
         truncated_seq = (props or {}).get(TRUNCATED_SEQ_PROPERTY, "")
@@ -155,7 +177,7 @@ def _refuse(ctx: BatchContext, changes: DataFrame, reason: str) -> GoldStats:
     from pyspark.sql import functions as F
 
     bad = changes.withColumn("reason", F.lit(reason)).withColumn("stage", F.lit("gold"))
-    ctx.append(quarantine_frame(bad), ctx.wh.silver("quarantine"), Step.QUARANTINE)
+    append_idempotent(quarantine_frame(bad), ctx.wh.silver("quarantine"), ctx.source_stamp(Step.REFUSED), ctx.batch_id)
     ctx.stats.quarantined = changes.count()
     log.error("gold: %s: %d changes quarantined: %s", ctx.ident.source_table, ctx.stats.quarantined, reason)
     return ctx.stats
@@ -177,7 +199,8 @@ def _batch_expectations(
     spark, mirror_name = ctx.spark, ctx.ident.mirror_name
     results_stamp = ctx.stamp(Step.EXPECTATION_RESULTS)
     try:
-        quality = check_batch(spark, mirror_name, typed_changes(good, columns), rules, ctx.app_id, ctx.batch_id)
+        with _GE_LOCK:
+            quality = check_batch(spark, mirror_name, typed_changes(good, columns), rules, ctx.app_id, ctx.batch_id)
     except QualityFailure as failure:
         write_results(spark, ctx.wh, failure.results, app_id=results_stamp, version=ctx.batch_id)
         raise
@@ -200,19 +223,20 @@ def _cdc_batch_checks(
     """Built-in checks that need the mirror as it was before this batch: sequences never go
     backwards for a key, and UPDATE/DELETE before-images match the mirror's row (else: drift)."""
     spark, ref = ctx.spark, ctx.ident.ref
-    rows = cdc_checks(
-        spark,
-        ctx.ident.mirror_name,
-        ref.read(spark),
-        list(key),
-        changes,
-        run_id=ctx.app_id,
-        batch_id=ctx.batch_id,
-        mirror_before_df=read_version(spark, ref, version_before),
-        columns=columns,
-        checks=("seq_not_backwards", "source_drift"),
-    )
-    write_results(spark, ctx.wh, rows, app_id=ctx.stamp(Step.CDC_CHECK_RESULTS), version=ctx.batch_id)
+    with _GE_LOCK:
+        rows = cdc_checks(
+            spark,
+            ctx.ident.mirror_name,
+            ref.read(spark),
+            list(key),
+            changes,
+            run_id=ctx.app_id,
+            batch_id=ctx.batch_id,
+            mirror_before_df=read_version(spark, ref, version_before),
+            columns=columns,
+            checks=("seq_not_backwards", "source_drift"),
+        )
+    ctx.record(rows, Step.CDC_CHECK_RESULTS)
 
 
 def _mirror_expectations(ctx: BatchContext, tc: TableConfig | None, key: tuple[str, ...]) -> None:
@@ -221,10 +245,11 @@ def _mirror_expectations(ctx: BatchContext, tc: TableConfig | None, key: tuple[s
     if not rules:
         return
     spark = ctx.spark
-    results = check_mirror(
-        spark, ctx.ident.mirror_name, ctx.ident.ref.read(spark), rules, ctx.app_id, ctx.batch_id, key_cols=key
-    )
-    write_results(spark, ctx.wh, results, app_id=ctx.stamp(Step.MIRROR_EXPECTATION_RESULTS), version=ctx.batch_id)
+    with _GE_LOCK:
+        results = check_mirror(
+            spark, ctx.ident.mirror_name, ctx.ident.ref.read(spark), rules, ctx.app_id, ctx.batch_id, key_cols=key
+        )
+    ctx.record(results, Step.MIRROR_EXPECTATION_RESULTS)
 
 
 # ---------------------------------------------------------------- the stream
@@ -251,20 +276,45 @@ def source_table_col() -> Column:
 def apply_gold_batch(
     spark: SparkSession, batch_df: DataFrame, batch_id: int, cfg: PipelineConfig, wh: Warehouse, app_id: str
 ) -> GoldStats:
-    """Fan one micro-batch out to every table it touches."""
+    """Fan one micro-batch out to every table it touches: ``gold.parallelism`` tables at a time
+    (:mod:`pipelines.gold.parallel`), the built-in checks' rows of all of them written in one commit."""
     from pyspark.sql import functions as F
 
-    spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # map_concat: later image wins
+    for key, value in GOLD_SESSION_CONF.items():
+        spark.conf.set(key, value)
     if "invalid" not in batch_df.columns:  # silver written before invalid values were kept
         batch_df = batch_df.withColumn("invalid", F.lit(None).cast("map<string,string>"))
     total = GoldStats()
     batch = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
     try:
         profiles = profile_batch(batch)
-        for name in sorted(profiles):
-            total.add(
-                apply_table(spark, batch.where(F.col(SOURCE_TABLE) == name), profiles[name], cfg, wh, app_id, batch_id)
-            )
+        names = sorted(profiles)
+        results: dict[str, list[dict]] = {name: [] for name in names}
+        # source tables aimed at one mirror (configured targets alike) are applied one after another, in
+        # one thread: the first creates the mirror, the guard refuses the others (gold.identity)
+        by_mirror: dict[str, list[str]] = {}
+        for name in names:
+            by_mirror.setdefault(mirror_identity(cfg, wh, name).ref.sql, []).append(name)
+
+        def one_mirror(session: SparkSession, mirror: str) -> GoldStats:
+            stats = GoldStats()
+            for name in by_mirror[mirror]:
+                changes = batch.where(F.col(SOURCE_TABLE) == name)
+                try:
+                    stats.add(apply_table(session, changes, profiles[name], cfg, wh, app_id, batch_id, results[name]))
+                except BaseException as exc:
+                    if len(by_mirror[mirror]) > 1:
+                        exc.add_note(f"gold: the failing source table is {describe_table(cfg, wh, name)}")
+                    raise
+            return stats
+
+        def describe(mirror: str) -> str:
+            return "; ".join(describe_table(cfg, wh, name) for name in by_mirror[mirror])
+
+        for stats in apply_all(spark, list(by_mirror), one_mirror, cfg.gold_parallelism, describe=describe):
+            total.add(stats)
+        rows = [row for name in names for row in results[name]]
+        write_results(spark, wh, rows, app_id=batch_results_stamp(app_id), version=batch_id)
     finally:
         batch.unpersist()
     log.info(

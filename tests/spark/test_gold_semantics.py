@@ -463,6 +463,11 @@ def test_a_second_source_table_aimed_at_a_mirror_is_quarantined_and_the_first_ke
     assert [r["id"] for r in gold.rows("merged")] == [1]
     [refused] = gold.quarantine()
     assert "'shop.t'" in refused["reason"] and "'shop.u'" in refused["reason"] and "target" in refused["reason"]
-    gold.apply([change("UPDATE", 3, before=row, after={**row, "b": "y"}), change("INSERT", 4, after=row, table="u")])
+    # the holder's own misfit and the refused table's change, quarantined in one batch: neither append skips the other
+    misfit = change("INSERT", 5, after={**row, "id": "3", "d": "not a number"})
+    gold.apply(
+        [change("UPDATE", 3, before=row, after={**row, "b": "y"}), misfit, change("INSERT", 4, after=row, table="u")]
+    )
     assert [(r["id"], r["b"]) for r in gold.rows("merged")] == [(1, "y")]
-    assert len(gold.quarantine()) == 2
+    reasons = [r["reason"] for r in gold.quarantine()]
+    assert len(reasons) == 3 and sum("'shop.u'" in r for r in reasons) == 2, reasons

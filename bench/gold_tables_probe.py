@@ -1,0 +1,103 @@
+"""Probe: gold seconds, Spark jobs and Delta commits per micro-batch over 1, 10, 25 ... tables.
+
+The same number of changes (a simulated oms_canal history) spread over N tables, decoded to silver
+rows and applied by :func:`pipelines.gold.stage.apply_gold_batch` in two batches (the first creates
+the mirrors, the second is the steady state); the export is compared with the reference model.
+
+    PYTHONPATH=. LAKECDC_BUILD_DIR=/work/main/build python bench/gold_tables_probe.py --tables 1 10 25
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from pipelines.config import parse_config
+from pipelines.export import export_warehouse
+from pipelines.gold.stage import apply_gold_batch
+from pipelines.silver import decode_frame, ensure_silver
+from pipelines.spark import get_spark
+from pipelines.testing.simulator import compare, deliver, generate_history
+from pipelines.warehouse import Warehouse
+
+
+def _jobs(spark) -> int:
+    """Jobs submitted so far in this SparkContext (the DAG scheduler's next job id)."""
+    return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
+
+
+def _commits(root: Path) -> int:
+    return sum(1 for p in root.rglob("_delta_log/*.json"))
+
+
+def probe(spark, changes: int, tables: int, quality: bool, parallelism: int | None, seed: int = 3) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="gold-probe-"))
+    try:
+        history = generate_history("oms_canal", seed, n_changes=changes, n_tables=tables, composite_keys=False)
+        delivery = deliver(history, seed, partitions=1, dup_rate=0.0)
+        conf = {
+            "warehouse": str(work / "wh"),
+            "quality_checks": quality,
+            "sources": [{"name": "s", "format": "oms_canal", "path": str(work / "none")}],
+            "tables": history.config_tables(),
+        }
+        if parallelism is not None:
+            conf["gold"] = {"parallelism": parallelism}
+        cfg = parse_config(conf)
+        wh = Warehouse.from_config(cfg)
+        ensure_silver(spark, wh)
+        rows = [
+            ("s", "oms_canal", raw, f"f#{i}", f"p#{i:012d}", None) for i, (_p, _o, raw) in enumerate(delivery.messages)
+        ]
+        bronze = spark.createDataFrame(
+            rows, "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP"
+        )
+        decoded = decode_frame(bronze, cfg).where("kind = 'change'").drop("kind")
+        silver = str(work / "silver_in")
+        decoded.write.format("delta").save(silver)
+        half = len(rows) // 2
+        out = {"tables": tables, "changes": len(history.changes), "batches": []}
+        for batch_id, cond in enumerate((f"queue_pos < 'p#{half:012d}'", f"queue_pos >= 'p#{half:012d}'")):
+            batch = spark.read.format("delta").load(silver).where(cond)
+            jobs0, commits0, t0 = _jobs(spark), _commits(work / "wh"), time.perf_counter()
+            stats = apply_gold_batch(spark, batch, batch_id, cfg, wh, "probe")
+            seconds = time.perf_counter() - t0
+            jobs, commits = _jobs(spark) - jobs0, _commits(work / "wh") - commits0
+            n = max(len(stats.tables), 1)
+            out["batches"].append(
+                {
+                    "batch": batch_id,
+                    "seconds": round(seconds, 1),
+                    "jobs": jobs,
+                    "commits": commits,
+                    "tables_touched": len(stats.tables),
+                    "jobs_per_table": round(jobs / n, 1),
+                    "commits_per_table": round(commits / n, 1),
+                    "applied": stats.applied,
+                }
+            )
+        diffs = compare(delivery.expected, export_warehouse(spark, wh), history.keys(), history.column_types())
+        out["model_diffs"] = len(diffs)
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=2000)
+    parser.add_argument("--tables", type=int, nargs="+", default=[1, 10, 25])
+    parser.add_argument("--no-quality", action="store_true", help="quality_checks: false")
+    parser.add_argument("--parallelism", type=int, default=None, help="gold.parallelism (default: the config's)")
+    args = parser.parse_args()
+    spark = get_spark("gold-probe")
+    for n in args.tables:
+        print(json.dumps(probe(spark, args.changes, n, not args.no_quality, args.parallelism)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
