@@ -454,7 +454,7 @@ def test_a_second_source_table_aimed_at_a_mirror_is_quarantined_and_the_first_ke
             "warehouse": str(tmp_path / "wh"),
             "quality_checks": False,
             "sources": [{"name": "s", "format": FMT, "path": str(tmp_path / "none")}],
-            "tables": {"shop.t": {"target": "merged"}, "shop.u": {"target": "merged"}},
+            "tables": {t: {"target": "merged"} for t in ("shop.t", "shop.u", "shop.v")},
         }
     )
     row = {"id": "1", "a": "1", "b": "x", "d": "1.00"}
@@ -463,11 +463,15 @@ def test_a_second_source_table_aimed_at_a_mirror_is_quarantined_and_the_first_ke
     assert [r["id"] for r in gold.rows("merged")] == [1]
     [refused] = gold.quarantine()
     assert "'shop.t'" in refused["reason"] and "'shop.u'" in refused["reason"] and "target" in refused["reason"]
-    # the holder's own misfit and the refused table's change, quarantined in one batch: neither append skips the other
-    misfit = change("INSERT", 5, after={**row, "id": "3", "d": "not a number"})
+    # two source tables refused in one batch: each one's quarantine append lands (a stamp per source table)
     gold.apply(
-        [change("UPDATE", 3, before=row, after={**row, "b": "y"}), misfit, change("INSERT", 4, after=row, table="u")]
+        [
+            change("UPDATE", 3, before=row, after={**row, "b": "y"}),
+            change("INSERT", 4, after=row, table="u"),
+            change("INSERT", 5, after=row, table="v"),
+        ]
     )
     assert [(r["id"], r["b"]) for r in gold.rows("merged")] == [(1, "y")]
     reasons = [r["reason"] for r in gold.quarantine()]
-    assert len(reasons) == 3 and sum("'shop.u'" in r for r in reasons) == 2, reasons
+    assert len(reasons) == 3, reasons
+    assert sum("'shop.u' may not" in r for r in reasons) == 2 and sum("'shop.v' may not" in r for r in reasons) == 1
