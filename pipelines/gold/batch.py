@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from pipelines.delta_writes import append_idempotent, idempotent_dml
 from pipelines.gold.identity import MirrorIdentity
-from pipelines.quality.storage import write_results
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,12 +41,13 @@ class Step(str, Enum):
     QUARANTINE = "q"  # changes whose values or schema changes do not fit
     EXPECTATION_QUARANTINE = "qdq"  # changes a ``drop`` expectation rejects
     EXPECTATION_RESULTS = "dq"  # results of the batch expectations
+    # the next three: stamps of earlier versions, one append per table; their rows now go in the batch's
+    # one append (batch_results_stamp)
     MIRROR_EXPECTATION_RESULTS = "dqm"  # results of the mirror expectations
     CDC_CHECK_RESULTS = "dqc"  # results of the built-in per-batch CDC checks
     INVALID_VALUE_RESULTS = "dqi"  # records of values the source holds as invalid (invalid_values: null)
-    REFUSED = (
-        "qr"  # the changes of a source table its mirror refuses (stamped per source table: BatchContext.source_stamp)
-    )
+    # the changes of a source table its mirror refuses (stamped per source table: BatchContext.source_stamp)
+    REFUSED = "qr"
 
 
 #: The step of the one ``dq_results`` append per batch that carries every table's built-in check rows.
@@ -85,8 +85,8 @@ class BatchContext:
     app_id: str
     batch_id: int
     stats: GoldStats
-    #: ``dq_results`` rows collected for the batch's one append (None: each step writes its own)
-    results: list[dict] | None = None
+    #: ``dq_results`` rows of this table, for the batch's one append (:func:`batch_results_stamp`)
+    results: list[dict] = field(default_factory=list)
 
     def stamp(self, step: Step) -> str:
         """The ``txnAppId`` of one step's write to this mirror's tables (tests/unit/test_gold_steps.py)."""
@@ -108,9 +108,6 @@ class BatchContext:
         """Append ``frame`` to ``ref`` once per batch, however often the batch is retried."""
         append_idempotent(frame, ref, self.stamp(step), self.batch_id)
 
-    def record(self, rows: list[dict], step: Step) -> None:
-        """``dq_results`` rows of one step: collected for the batch's one append, else written once per batch."""
-        if self.results is not None:
-            self.results.extend(rows)
-        else:
-            write_results(self.spark, self.wh, rows, app_id=self.stamp(step), version=self.batch_id)
+    def record(self, rows: list[dict]) -> None:
+        """``dq_results`` rows for the batch's one append."""
+        self.results.extend(rows)

@@ -108,11 +108,10 @@ def apply_table(
     wh: Warehouse,
     app_id: str,
     batch_id: int,
-    results: list[dict] | None = None,
+    results: list[dict],
 ) -> GoldStats:
-    """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch. With
-    ``results`` the built-in checks' ``dq_results`` rows are collected there (the caller writes
-    them once for the batch), else each check writes its own."""
+    """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch. The built-in
+    checks' ``dq_results`` rows are collected in ``results``: the caller writes them once for the batch."""
     source = profile.source
     tc = table_config(cfg, source.name)
     ident = mirror_identity(cfg, wh, profile.name)
@@ -142,7 +141,7 @@ def apply_table(
     try:
         good = quarantine_misfits(ctx, checked)
         if invalid_policy == "null" and profile.invalid_values:
-            ctx.record(invalid_value_rows(ident.mirror_name, good, key, app_id, batch_id), Step.INVALID_VALUE_RESULTS)
+            ctx.record(invalid_value_rows(ident.mirror_name, good, key, app_id, batch_id))
         good = _batch_expectations(ctx, tc, good, shape.columns)
         history = wh.history(parts, target=target) if tc and tc.history and key else None
         truncated_seq = (props or {}).get(TRUNCATED_SEQ_PROPERTY, "")
@@ -236,7 +235,7 @@ def _cdc_batch_checks(
             columns=columns,
             checks=("seq_not_backwards", "source_drift"),
         )
-    ctx.record(rows, Step.CDC_CHECK_RESULTS)
+    ctx.record(rows)
 
 
 def _mirror_expectations(ctx: BatchContext, tc: TableConfig | None, key: tuple[str, ...]) -> None:
@@ -249,7 +248,7 @@ def _mirror_expectations(ctx: BatchContext, tc: TableConfig | None, key: tuple[s
         results = check_mirror(
             spark, ctx.ident.mirror_name, ctx.ident.ref.read(spark), rules, ctx.app_id, ctx.batch_id, key_cols=key
         )
-    ctx.record(results, Step.MIRROR_EXPECTATION_RESULTS)
+    ctx.record(results)
 
 
 # ---------------------------------------------------------------- the stream
