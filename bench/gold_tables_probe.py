@@ -30,11 +30,62 @@ def _jobs(spark) -> int:
     return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
 
 
+#: The steps whose Spark jobs ``--profile`` counts: (module, function), the label is the function.
+PROFILED = (
+    ("pipelines.gold.stage", "profile_batch"),
+    ("pipelines.gold.stage", "mirror_identity"),
+    ("pipelines.gold.stage", "table_properties"),
+    ("pipelines.gold.stage", "shape_mirror"),
+    ("pipelines.gold.stage", "quarantine_misfits"),
+    ("pipelines.gold.stage", "apply_truncate"),
+    ("pipelines.gold.stage", "current_version"),
+    ("pipelines.gold.stage", "_cdc_batch_checks"),
+    ("pipelines.gold.stage", "write_results"),
+    ("pipelines.gold.keyed", "count_changes"),
+    ("pipelines.gold.keyed", "merge_keyed"),
+)
+
+
+def _label_steps(spark) -> None:
+    """Wrap each :data:`PROFILED` step so that the jobs it submits carry its name as their description."""
+    import importlib
+
+    sc = spark.sparkContext
+    for module_name, name in PROFILED:
+        module = importlib.import_module(module_name)
+        inner = getattr(module, name)
+
+        def labelled(*args, _inner=inner, _name=name, **kwargs):
+            before = sc.getLocalProperty("spark.job.description")
+            sc.setLocalProperty("spark.job.description", _name)
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                sc.setLocalProperty("spark.job.description", before)
+
+        setattr(module, name, labelled)
+
+
+def _jobs_by_step(spark, first_job: int) -> dict[str, int]:
+    """Jobs since ``first_job`` per step label (unlabelled: ``other``)."""
+    counts: dict[str, int] = {}
+    it = spark.sparkContext._jsc.sc().statusStore().jobsList(None).iterator()
+    while it.hasNext():
+        job = it.next()
+        if job.jobId() >= first_job:
+            description = job.description()
+            label = str(description.get()) if description.isDefined() else "other"
+            counts[label] = counts.get(label, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def _commits(root: Path) -> int:
     return sum(1 for p in root.rglob("_delta_log/*.json"))
 
 
-def probe(spark, changes: int, tables: int, quality: bool, parallelism: int | None, seed: int = 3) -> dict:
+def probe(
+    spark, changes: int, tables: int, quality: bool, parallelism: int | None, seed: int = 3, profile: bool = False
+) -> dict:
     work = Path(tempfile.mkdtemp(prefix="gold-probe-"))
     try:
         history = generate_history("oms_canal", seed, n_changes=changes, n_tables=tables, composite_keys=False)
@@ -80,6 +131,8 @@ def probe(spark, changes: int, tables: int, quality: bool, parallelism: int | No
                     "applied": stats.applied,
                 }
             )
+            if profile:
+                out["batches"][-1]["jobs_by_step"] = _jobs_by_step(spark, jobs0)
         diffs = compare(delivery.expected, export_warehouse(spark, wh), history.keys(), history.column_types())
         out["model_diffs"] = len(diffs)
         return out
@@ -93,10 +146,16 @@ def main() -> None:
     parser.add_argument("--tables", type=int, nargs="+", default=[1, 10, 25])
     parser.add_argument("--no-quality", action="store_true", help="quality_checks: false")
     parser.add_argument("--parallelism", type=int, default=None, help="gold.parallelism (default: the config's)")
+    parser.add_argument("--profile", action="store_true", help="count each step's Spark jobs")
     args = parser.parse_args()
     spark = get_spark("gold-probe")
+    if args.profile:
+        _label_steps(spark)
     for n in args.tables:
-        print(json.dumps(probe(spark, args.changes, n, not args.no_quality, args.parallelism)), flush=True)
+        print(
+            json.dumps(probe(spark, args.changes, n, not args.no_quality, args.parallelism, profile=args.profile)),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

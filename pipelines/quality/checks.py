@@ -129,6 +129,15 @@ def source_drift() -> list[Check]:
     ]
 
 
+#: The change checks as one Spark aggregation counts them over the :func:`change_probe`, exactly
+#: as GE does: check → (rows it counts, rows unexpected). GE skips a pair with a missing value, and
+#: its row condition and the value set leave NULL out (``run_checks`` runs GE only when one is unexpected).
+CHANGE_COUNTS = {
+    "cdc_seq_not_backwards": ("true", "seq IS NOT NULL AND prev_seq IS NOT NULL AND NOT (seq >= prev_seq)"),
+    "cdc_source_drift": ("coalesce(check_drift, false)", "coalesce(check_drift AND NOT row_matches, false)"),
+}
+
+
 def freshness() -> list[Check]:
     """On the :func:`freshness_frame`: each source's lag is within its threshold."""
     E = great_expectations().expectations
@@ -326,7 +335,14 @@ class _Suites:
         self.table, self.run_id, self.batch_id, self.fail_on = table, run_id, batch_id, tuple(fail_on)
         self.rows: list[dict] = []
 
-    def run(self, suite: str, df: DataFrame, items: list[Check], index_columns: Sequence[str] = ()) -> None:
+    def run(
+        self,
+        suite: str,
+        df: DataFrame,
+        items: list[Check],
+        index_columns: Sequence[str] = (),
+        counted: Mapping[str, tuple[str, str]] | None = None,
+    ) -> None:
         try:
             self.rows.extend(
                 run_checks(
@@ -338,6 +354,7 @@ class _Suites:
                     batch_id=self.batch_id,
                     index_columns=index_columns,
                     fail_on=self.fail_on,
+                    counted=counted,
                 )
             )
         except QualityFailure as exc:
@@ -408,7 +425,8 @@ def cdc_checks(
     )
     if items and batch_changes_df is not None and mirror.before is not None and mirror.key_cols:
         with cached(change_probe(batch_changes_df, mirror)) as frame:
-            suites.run("cdc_changes", frame, items, index_columns=["bronze_position", "change_index", "op", "drift"])
+            index = ["bronze_position", "change_index", "op", "drift"]
+            suites.run("cdc_changes", frame, items, index_columns=index, counted=CHANGE_COUNTS)
 
     # newest event time or heartbeat per source vs now
     if "freshness" in wanted:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.delta_writes import quarantine_frame
-from pipelines.quality.batch import QualityFailure, check_batch, check_mirror, typed_changes
-from pipelines.quality.checks import cdc_checks
+from pipelines.quality.batch import QualityFailure, check_batch, check_mirror, run_checks, typed_changes
+from pipelines.quality.checks import CHANGE_COUNTS, cdc_checks, seq_not_backwards, source_drift
 from pipelines.quality.docs import build_data_docs
 from pipelines.quality.report import chart, report
 from pipelines.quality.rules import parse_expectations
@@ -331,6 +331,48 @@ def test_cdc_sequence_backwards_and_source_drift_are_caught(spark, cdc_case):
     assert res["cdc_source_drift"]["success"] is False and res["cdc_source_drift"]["unexpected_count"] == 2
     assert "b1" in res["cdc_source_drift"]["details"] and "b2" in res["cdc_source_drift"]["details"]
     assert "differs: amount" in res["cdc_source_drift"]["details"]
+
+
+PROBE_DDL = "bronze_position STRING, seq STRING, prev_seq STRING, row_matches BOOLEAN, check_drift BOOLEAN"
+#: change probe rows with every NULL the counts must treat as GE does (pair missing, condition NULL)
+PROBE_ROWS = [
+    ("b0", seq(5), seq(4), True, True),  # passes both
+    ("b1", seq(5), None, False, False),  # no previous sequence; not a drift candidate
+    ("b2", None, seq(4), True, None),  # no sequence: skipped by the pair; NULL condition
+    ("b3", seq(6), seq(6), True, True),  # equal sequence: not backwards
+    ("b4", seq(7), seq(1), None, True),  # no verdict on the row
+]
+BAD_PROBE_ROWS = [
+    ("b5", seq(2), seq(3), True, False),  # backwards
+    ("b6", seq(8), seq(1), False, True),  # drift
+    ("b7", seq(1), seq(9), False, True),  # both
+]
+
+
+@pytest.mark.parametrize("rows", [PROBE_ROWS, PROBE_ROWS + BAD_PROBE_ROWS], ids=["passing", "failing"])
+def test_the_change_checks_counted_in_one_aggregation_agree_with_great_expectations(spark, rows):
+    """gold counts the change checks in one Spark aggregation and runs GE only when one finds a row
+    unexpected: the counts must be GE's own, NULLs included, and a passing batch's rows the same."""
+    from pyspark.sql import functions as F
+
+    probe = spark.createDataFrame(rows, PROBE_DDL)
+    items = seq_not_backwards() + source_drift()
+    run = {"run_id": "r", "batch_id": 1, "index_columns": ["bronze_position"]}
+    by_ge = by_name(run_checks(TABLE, "cdc_changes", probe, items, **run))
+    for name, (rows_sql, unexpected_sql) in CHANGE_COUNTS.items():
+        counted = probe.agg(F.count_if(F.expr(rows_sql)), F.count_if(F.expr(unexpected_sql))).first()
+        assert (by_ge[name]["element_count"], by_ge[name]["unexpected_count"]) == tuple(counted), name
+    fast = by_name(run_checks(TABLE, "cdc_changes", probe, items, counted=CHANGE_COUNTS, **run))
+    if rows is PROBE_ROWS:
+        assert all(r["success"] for r in by_ge.values())
+    else:
+        assert by_ge["cdc_seq_not_backwards"]["unexpected_count"] == 2
+        assert by_ge["cdc_source_drift"]["unexpected_count"] == 2
+        assert "b7" in fast["cdc_source_drift"]["details"]  # failing: GE's report, with the examples
+    for name in CHANGE_COUNTS:
+        assert {k: v for k, v in fast[name].items() if k != "checked_at"} == {
+            k: v for k, v in by_ge[name].items() if k != "checked_at"
+        }
 
 
 @pytest.mark.parametrize("key", ["a`b", "$% ^,& *("])
