@@ -99,6 +99,11 @@ def run_pipeline(
         gold_stats.stale,
         gold_stats.quarantined,
     )
+    if gold_stats.unaccounted:
+        progress(
+            f"gold: {gold_stats.unaccounted} of {gold_stats.changes} changes were neither applied, stale nor "
+            "quarantined (the log names the tables)"
+        )
     if "gold" in ordered and cfg.quality_checks:
         progress("data quality: built-in CDC checks on every mirror ...")
         run_cdc_checks(spark, cfg, wh, summary)

@@ -6,8 +6,9 @@ once. The stamp is ``<app id>-<step>-<mirror>`` (:attr:`MirrorIdentity.stamp_nam
 so two source tables whose names read alike never share a stamp) with the batch id as version; :class:`Step`
 names the steps. Their values are stored in every warehouse gold has written, so they never change.
 
-The built-in checks' ``dq_results`` rows of every table of a batch are written together, in one
-commit (:func:`batch_results_stamp`), not one per table.
+The ``dq_results`` rows of every table of a batch (built-in checks, batch and mirror expectations)
+are written together, in one commit (:func:`batch_results_stamp`), not one per table; only a
+failing ``fail`` rule, which stops the stream, writes its rows on its own.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ class Step(str, Enum):
     APPLIED = "a"  # the ids of the keyless changes applied
     QUARANTINE = "q"  # changes whose values or schema changes do not fit
     EXPECTATION_QUARANTINE = "qdq"  # changes a ``drop`` expectation rejects
-    EXPECTATION_RESULTS = "dq"  # results of the batch expectations
-    # the next three: stamps of earlier versions, one append per table; their rows now go in the batch's
-    # one append (batch_results_stamp)
-    MIRROR_EXPECTATION_RESULTS = "dqm"  # results of the mirror expectations
+    # the results of a rule that stops the stream: a batch expectation, a mirror expectation (the rows
+    # of rules that pass or warn go in the batch's one append, batch_results_stamp)
+    EXPECTATION_RESULTS = "dq"
+    MIRROR_EXPECTATION_RESULTS = "dqm"
+    # the next two: stamps of earlier versions, one append per table (now: the batch's one append)
     CDC_CHECK_RESULTS = "dqc"  # results of the built-in per-batch CDC checks
     INVALID_VALUE_RESULTS = "dqi"  # records of values the source holds as invalid (invalid_values: null)
     # the changes of a source table its mirror refuses (stamped per source table: BatchContext.source_stamp)
@@ -61,18 +63,26 @@ def batch_results_stamp(app_id: str) -> str:
 
 @dataclass
 class GoldStats:
-    """What gold did: changes applied, stale changes skipped, changes quarantined, tables touched."""
+    """What gold did: changes applied, stale changes skipped, changes quarantined, tables touched.
+    Every change of a batch is one of the three (:attr:`unaccounted` is 0)."""
 
     applied: int = 0
     stale: int = 0
     quarantined: int = 0
     tables: set[str] = field(default_factory=set)
+    changes: int = 0  # the changes the batch held for these tables
 
     def add(self, other: GoldStats) -> None:
         self.applied += other.applied
         self.stale += other.stale
         self.quarantined += other.quarantined
         self.tables |= other.tables
+        self.changes += other.changes
+
+    @property
+    def unaccounted(self) -> int:
+        """Changes neither applied, stale nor quarantined: 0, else gold lost count of some."""
+        return self.changes - self.applied - self.stale - self.quarantined
 
 
 @dataclass

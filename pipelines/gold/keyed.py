@@ -135,7 +135,7 @@ def count_changes(ctx: BatchContext, rows: DataFrame) -> Touched:
         F.count_if(fresh & ((F.col("op") == "DELETE") | F.col("tombstoned"))).alias("tombstones"),
     ).first()
     ctx.stats.stale += counts["stale"] or 0
-    ctx.stats.applied = counts["applied"] or 0
+    ctx.stats.applied += counts["applied"] or 0
     return Touched(fresh=counts["fresh"] or 0, tombstones=bool(counts["tombstones"]))
 
 

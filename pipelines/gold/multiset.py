@@ -54,8 +54,7 @@ def apply_multiset(ctx: BatchContext, changes: DataFrame, shape: MirrorShape) ->
     with_ids = with_change_ids(changes)
     fresh = fresh_changes(ctx, with_ids, applied).persist()
     try:
-        count_changes(ctx, with_ids, fresh)
-        if not ctx.stats.applied:
+        if not count_changes(ctx, with_ids, fresh):
             return  # nothing new: no MERGE, no commit
         added = added_rows(fresh, types, shape)
         events = row_events(added, removed_rows(fresh, types, shape))
@@ -124,10 +123,12 @@ def fresh_changes(ctx: BatchContext, with_ids: DataFrame, applied: TableRef) -> 
     )
 
 
-def count_changes(ctx: BatchContext, with_ids: DataFrame, fresh: DataFrame) -> None:
-    """Changes applied, and stale: redelivered copies, and changes before a truncate."""
-    ctx.stats.applied = fresh.count()
-    ctx.stats.stale += with_ids.count() - ctx.stats.applied
+def count_changes(ctx: BatchContext, with_ids: DataFrame, fresh: DataFrame) -> int:
+    """Changes applied, and stale (redelivered copies, changes older than a truncate): the applied returned."""
+    applied = fresh.count()
+    ctx.stats.applied += applied
+    ctx.stats.stale += with_ids.count() - applied
+    return applied
 
 
 def added_rows(fresh: DataFrame, types: dict[str, str], shape: MirrorShape) -> DataFrame:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig, TableConfig
@@ -116,7 +117,9 @@ def apply_table(
     tc = table_config(cfg, source.name)
     ident = mirror_identity(cfg, wh, profile.name)
     parts, target = ident.name_parts, ident.target
-    ctx = BatchContext(spark, ident, wh, app_id, batch_id, GoldStats(tables={profile.name}), results)
+    ctx = BatchContext(
+        spark, ident, wh, app_id, batch_id, GoldStats(tables={profile.name}, changes=profile.changes), results
+    )
     # the mirror's properties as the batch begins (None: no mirror yet), read once for every stage
     props = table_properties(spark, ident.ref) if ident.ref.exists(spark) else None
     conflict = identity_conflict(ident, props)
@@ -168,6 +171,13 @@ def apply_table(
         stats.quarantined,
         f"key {', '.join(key)}" if key else "no key: multiset",
     )
+    if stats.unaccounted:  # a gold fault: say so, loudly, rather than stop every other table
+        log.error(
+            "gold: %s: %d of the batch's %d changes are neither applied, stale nor quarantined",
+            source.name,
+            stats.unaccounted,
+            stats.changes,
+        )
     return stats
 
 
@@ -196,14 +206,9 @@ def _batch_expectations(
     from pyspark.sql import functions as F
 
     spark, mirror_name = ctx.spark, ctx.ident.mirror_name
-    results_stamp = ctx.stamp(Step.EXPECTATION_RESULTS)
-    try:
-        with _GE_LOCK:
-            quality = check_batch(spark, mirror_name, typed_changes(good, columns), rules, ctx.app_id, ctx.batch_id)
-    except QualityFailure as failure:
-        write_results(spark, ctx.wh, failure.results, app_id=results_stamp, version=ctx.batch_id)
-        raise
-    write_results(spark, ctx.wh, quality.results, app_id=results_stamp, version=ctx.batch_id)
+    with _GE_LOCK, _kept_if_failing(ctx, Step.EXPECTATION_RESULTS):
+        quality = check_batch(spark, mirror_name, typed_changes(good, columns), rules, ctx.app_id, ctx.batch_id)
+    ctx.record(quality.results)
     keep, bad = quality.split(good)
     if bad is not None:
         ctx.append(
@@ -244,11 +249,22 @@ def _mirror_expectations(ctx: BatchContext, tc: TableConfig | None, key: tuple[s
     if not rules:
         return
     spark = ctx.spark
-    with _GE_LOCK:
+    with _GE_LOCK, _kept_if_failing(ctx, Step.MIRROR_EXPECTATION_RESULTS):
         results = check_mirror(
             spark, ctx.ident.mirror_name, ctx.ident.ref.read(spark), rules, ctx.app_id, ctx.batch_id, key_cols=key
         )
     ctx.record(results)
+
+
+@contextmanager
+def _kept_if_failing(ctx: BatchContext, step: Step) -> Iterator[None]:
+    """A ``fail`` rule stops the stream, so the batch's one ``dq_results`` append never comes: the
+    failing check's rows are written at once (stamped per mirror and step, so a retry writes them once)."""
+    try:
+        yield
+    except QualityFailure as failure:
+        write_results(ctx.spark, ctx.wh, failure.results, app_id=ctx.stamp(step), version=ctx.batch_id)
+        raise
 
 
 # ---------------------------------------------------------------- the stream
@@ -317,8 +333,9 @@ def apply_gold_batch(
     finally:
         batch.unpersist()
     log.info(
-        "gold batch %d: %d changes applied to %d tables, %d stale, %d quarantined",
+        "gold batch %d: %d changes: %d applied to %d tables, %d stale, %d quarantined",
         batch_id,
+        total.changes,
         total.applied,
         len(total.tables),
         total.stale,

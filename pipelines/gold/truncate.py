@@ -1,6 +1,7 @@
 """Truncate: a TRUNCATE empties the mirror as of its sequence, and what came before it is stale.
 
-Changes ordered before the batch's last TRUNCATE are dropped; changes of later batches older than
+Changes ordered before the batch's last TRUNCATE are dropped (counted stale, as are the batch's earlier
+TRUNCATEs; the last one counts applied); changes of later batches older than
 the highest TRUNCATE sequence seen stay stale (the mirror's table property
 ``lakecdc.truncated_seq``). Tombstones up to that sequence are no longer needed and go too; the
 history's current versions close at it.
@@ -33,7 +34,11 @@ def apply_truncate(
 
     spark, ident = ctx.spark, ctx.ident
     if profile.truncate_ord is not None:
-        changes = changes.where(F.col(ORD) > ord_literal(profile.truncate_ord))
+        before = F.col(ORD) <= ord_literal(profile.truncate_ord)
+        superseded = changes.agg(F.count_if(before).alias("n")).first()["n"]  # the last TRUNCATE included
+        ctx.stats.applied += 1
+        ctx.stats.stale += superseded - 1
+        changes = changes.where(~before)
         with ctx.txn(Step.TRUNCATE):
             ident.ref.delta(spark).delete(F.col("_seq") <= F.lit(profile.truncate_seq))
         if ident.tombstones.exists(spark):

@@ -78,14 +78,15 @@ def quarantine_misfits(ctx: BatchContext, checked: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     bad = checked.where("reason IS NOT NULL")
-    ctx.stats.quarantined = bad.count()
-    if ctx.stats.quarantined:
+    quarantined = bad.count()
+    if quarantined:
+        ctx.stats.quarantined += quarantined
         ctx.append(
             quarantine_frame(bad.withColumn("stage", F.lit("gold"))), ctx.wh.silver("quarantine"), Step.QUARANTINE
         )
         log.warning(
             "gold: %s: %d changes quarantined (values or schema changes that do not fit the mirror)",
             ctx.ident.source_table,
-            ctx.stats.quarantined,
+            quarantined,
         )
     return checked.where("reason IS NULL")

@@ -233,15 +233,14 @@ def run_checks(
     raise :class:`QualityFailure` for a failing ``fail`` check or one named in ``fail_on``.
 
     ``counted``: for every check, (rows it counts, rows unexpected) as Spark SQL over ``df``, exactly as
-    GE counts them. Then one aggregation decides, and GE runs only when a check finds a row unexpected
-    (its report carries the examples): a batch that passes costs one Spark job, not GE's dozen."""
-    if not checks:
-        return []
+    GE counts them. Then one aggregation decides, and GE validates only the checks that find a row
+    unexpected (its report carries the examples): a batch that passes costs one Spark job, not GE's dozen."""
     checked_at = utc_now()
-    if counted is not None and all(name in counted for name, _a, _e in checks):
-        rows = passing_rows(table, df, checks, counted, run_id=run_id, batch_id=batch_id, checked_at=checked_at)
-        if rows is not None:
-            return rows
+    passed: list[dict] = []
+    if checks and counted is not None and all(name in counted for name, _a, _e in checks):
+        passed, checks = counted_passes(table, df, checks, counted, run_id=run_id, batch_id=batch_id, at=checked_at)
+    if not checks:
+        return passed
     fail_on = set(fail_on)
     exps = []
     for name, action, exp in checks:
@@ -257,7 +256,7 @@ def run_checks(
         run_name=f"{run_id}-b{batch_id}",
         table=table,
     )
-    rows, failures = [], []
+    rows, failures = passed, []
     for er in res.results:
         name, action = er.expectation_config.meta["rule"], er.expectation_config.meta["action"]
         el, un = counts(er)
@@ -278,7 +277,7 @@ def run_checks(
     return rows
 
 
-def passing_rows(
+def counted_passes(
     table: str,
     df: DataFrame,
     checks: list[tuple[str, str, Any]],
@@ -286,10 +285,10 @@ def passing_rows(
     *,
     run_id: str,
     batch_id: int,
-    checked_at: _dt.datetime,
-) -> list[dict] | None:
-    """The dq_results rows of ``checks`` when every one passes, from one aggregation of ``counted``
-    (see :func:`run_checks`); None when one finds a row unexpected."""
+    at: _dt.datetime,
+) -> tuple[list[dict], list[tuple[str, str, Any]]]:
+    """The dq_results rows of the ``checks`` that pass, from one aggregation of their ``counted`` SQL
+    (see :func:`run_checks`), and the checks that find a row unexpected."""
     from pyspark.sql import functions as F
 
     aggs = []
@@ -297,14 +296,14 @@ def passing_rows(
         rows_sql, unexpected_sql = counted[name]
         aggs += [F.count_if(F.expr(rows_sql)).alias(f"n{i}"), F.count_if(F.expr(unexpected_sql)).alias(f"u{i}")]
     totals = df.agg(*aggs).first()
-    if any(totals[f"u{i}"] for i in range(len(checks))):
-        return None
-    return [
-        result_row(
-            run_id, batch_id, table, name, exp.expectation_type, action, True, totals[f"n{i}"], 0, None, checked_at
-        )
-        for i, (name, action, exp) in enumerate(checks)
-    ]
+    passed, failing = [], []
+    for i, (name, action, exp) in enumerate(checks):
+        if totals[f"u{i}"]:
+            failing.append((name, action, exp))
+        else:
+            etype = exp.expectation_type
+            passed.append(result_row(run_id, batch_id, table, name, etype, action, True, totals[f"n{i}"], 0, None, at))
+    return passed, failing
 
 
 def check_mirror(

@@ -31,7 +31,7 @@ def test_retried_gold_batch_commits_nothing_new(spark, tmp_path):
     changes = decode_frame(bronze, cfg).where("kind = 'change'").drop("kind").cache()
 
     first = apply_gold_batch(spark, changes, 0, cfg, wh, "app-test")
-    assert first.applied == changes.count() > 0
+    assert first.applied == first.changes == changes.count() > 0
     mirrors = [p for p in (tmp_path / "wh" / "gold").iterdir() if not p.name.startswith("_")]
     tombs = list((tmp_path / "wh" / "gold" / "_tombstones").iterdir())
     before = {p: _commits(p) for p in mirrors + tombs}

@@ -184,7 +184,8 @@ def test_many_tables_killed_mid_batch_then_retried_equal_the_model(spark, tmp_pa
     cfg = parse_config(config(work))
     wh = Warehouse.from_config(cfg)
     silver = spark.read.format("delta").load(f"{work}/silver_in")
-    apply_gold_batch(spark, silver, 0, cfg, wh, "app-killed")  # the stream retries the batch
+    stats = apply_gold_batch(spark, silver, 0, cfg, wh, "app-killed")  # the stream retries the batch
+    assert len(stats.tables) == 12 and stats.changes == silver.count() and stats.unaccounted == 0, stats
     history, delivery = history_and_delivery()
     exported = export_warehouse(spark, wh)
     assert len(exported) == 12

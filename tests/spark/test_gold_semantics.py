@@ -361,6 +361,38 @@ def test_truncate_compacts_the_tombstones_it_supersedes_and_late_changes_stay_st
     assert gold.rows() == []
 
 
+@pytest.mark.parametrize("key", [("id",), ()], ids=["keyed", "keyless"])
+def test_every_change_of_a_batch_is_applied_stale_or_quarantined(spark, tmp_path, key):
+    """The changes a batch's last TRUNCATE supersedes (an earlier TRUNCATE too) count stale, the TRUNCATE
+    applied: nothing falls out of the counts."""
+    gold = Gold(spark, tmp_path)
+
+    def truncate(n: int) -> Change:
+        return Change(
+            op="TRUNCATE",
+            db="shop",
+            table="t",
+            key_columns=key,
+            seq=(1_700_000_000_000 + n,),
+            event_time=f"2023-11-14T22:13:20.{n:03d}Z",
+            ddl="TRUNCATE TABLE shop.t",
+        )
+
+    stats = gold.apply(
+        [
+            change("INSERT", 1, after=_row(1, a="1"), key=key),
+            change("INSERT", 2, after=_row(2, a="2"), key=key),
+            truncate(3),
+            truncate(4),
+            change("INSERT", 5, after=_row(3, a="3"), key=key),
+            change("INSERT", 6, after=_row(4, a="4"), key=key),
+        ]
+    )
+    assert (stats.changes, stats.applied, stats.stale, stats.quarantined) == (6, 3, 3, 0)
+    assert stats.unaccounted == 0
+    assert sorted(r["id"] for r in gold.rows()) == [3, 4]
+
+
 def test_two_equal_keyless_rows_of_one_message_stay_two(spark, tmp_path):
     """A Canal message carries several rows in ``data``: two equal ones are two source rows."""
     import json
@@ -475,3 +507,33 @@ def test_a_second_source_table_aimed_at_a_mirror_is_quarantined_and_the_first_ke
     reasons = [r["reason"] for r in gold.quarantine()]
     assert len(reasons) == 3, reasons
     assert sum("'shop.u' may not" in r for r in reasons) == 2 and sum("'shop.v' may not" in r for r in reasons) == 1
+
+
+def test_a_failing_rule_stops_the_batch_and_its_results_are_kept(spark, tmp_path):
+    """A ``fail`` rule on the batch or on the mirror stops the stream, and ``dq_results`` holds its failed
+    row at once (the batch's one append never comes); a batch that passes writes every rule's row."""
+    from pipelines.quality.batch import QualityFailure
+    from pipelines.quality.storage import dq_results_ref
+
+    gold = Gold(
+        spark,
+        tmp_path,
+        expectations=[
+            {"name": "a_small", "expect": "between", "column": "a", "min": 0, "max": 100, "action": "fail"},
+            {"name": "few_rows", "expect": "row_count_between", "max": 2, "action": "fail"},
+        ],
+    )
+
+    def results(batch: int) -> dict:
+        rows = dq_results_ref(gold.wh).read(spark).where(f"batch_id = {batch} AND `table` = 'shop.t'").collect()
+        return {r["expectation"]: r["success"] for r in rows if not r["expectation"].startswith("cdc_")}
+
+    gold.apply([change("INSERT", 1, after=_row(1, a="1")), change("INSERT", 2, after=_row(2, a="2"))])
+    assert results(0) == {"a_small": True, "few_rows": True}
+    with pytest.raises(QualityFailure, match="few_rows"):  # the mirror rule: a third row
+        gold.apply([change("INSERT", 3, after=_row(3, a="3"))])
+    assert results(1) == {"few_rows": False}
+    gold.batches += 1
+    with pytest.raises(QualityFailure, match="a_small"):  # the batch rule: a value out of range
+        gold.apply([change("UPDATE", 4, before=_row(1), after=_row(1, a="101"))])
+    assert results(2) == {"a_small": False}

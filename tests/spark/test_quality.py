@@ -349,7 +349,11 @@ BAD_PROBE_ROWS = [
 ]
 
 
-@pytest.mark.parametrize("rows", [PROBE_ROWS, PROBE_ROWS + BAD_PROBE_ROWS], ids=["passing", "failing"])
+@pytest.mark.parametrize(
+    "rows",
+    [PROBE_ROWS, PROBE_ROWS + BAD_PROBE_ROWS[1:2], PROBE_ROWS + BAD_PROBE_ROWS],
+    ids=["passing", "one failing", "both failing"],
+)
 def test_the_change_checks_counted_in_one_aggregation_agree_with_great_expectations(spark, rows):
     """gold counts the change checks in one Spark aggregation and runs GE only when one finds a row
     unexpected: the counts must be GE's own, NULLs included, and a passing batch's rows the same."""
@@ -365,6 +369,9 @@ def test_the_change_checks_counted_in_one_aggregation_agree_with_great_expectati
     fast = by_name(run_checks(TABLE, "cdc_changes", probe, items, counted=CHANGE_COUNTS, **run))
     if rows is PROBE_ROWS:
         assert all(r["success"] for r in by_ge.values())
+    elif len(rows) == len(PROBE_ROWS) + 1:  # the sequence check counted, the drift check by GE
+        assert by_ge["cdc_seq_not_backwards"]["success"] and by_ge["cdc_source_drift"]["unexpected_count"] == 1
+        assert "b6" in fast["cdc_source_drift"]["details"]
     else:
         assert by_ge["cdc_seq_not_backwards"]["unexpected_count"] == 2
         assert by_ge["cdc_source_drift"]["unexpected_count"] == 2
