@@ -111,8 +111,8 @@ def apply_table(
     batch_id: int,
     results: list[dict],
 ) -> GoldStats:
-    """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch. The built-in
-    checks' ``dq_results`` rows are collected in ``results``: the caller writes them once for the batch."""
+    """The stages of :mod:`pipelines.gold`, for one table's changes of one micro-batch. The ``dq_results``
+    rows of its checks and expectations are collected in ``results``: the caller writes them once for the batch."""
     source = profile.source
     tc = table_config(cfg, source.name)
     ident = mirror_identity(cfg, wh, profile.name)
@@ -187,7 +187,7 @@ def _refuse(ctx: BatchContext, changes: DataFrame, reason: str) -> GoldStats:
 
     bad = changes.withColumn("reason", F.lit(reason)).withColumn("stage", F.lit("gold"))
     append_idempotent(quarantine_frame(bad), ctx.wh.silver("quarantine"), ctx.source_stamp(Step.REFUSED), ctx.batch_id)
-    ctx.stats.quarantined = changes.count()
+    ctx.stats.quarantined = ctx.stats.changes  # every change of the table (the batch profile counted them)
     log.error("gold: %s: %d changes quarantined: %s", ctx.ident.source_table, ctx.stats.quarantined, reason)
     return ctx.stats
 
@@ -206,7 +206,7 @@ def _batch_expectations(
     from pyspark.sql import functions as F
 
     spark, mirror_name = ctx.spark, ctx.ident.mirror_name
-    with _GE_LOCK, _kept_if_failing(ctx, Step.EXPECTATION_RESULTS):
+    with _kept_if_failing(ctx, Step.EXPECTATION_RESULTS), _GE_LOCK:
         quality = check_batch(spark, mirror_name, typed_changes(good, columns), rules, ctx.app_id, ctx.batch_id)
     ctx.record(quality.results)
     keep, bad = quality.split(good)
@@ -249,7 +249,7 @@ def _mirror_expectations(ctx: BatchContext, tc: TableConfig | None, key: tuple[s
     if not rules:
         return
     spark = ctx.spark
-    with _GE_LOCK, _kept_if_failing(ctx, Step.MIRROR_EXPECTATION_RESULTS):
+    with _kept_if_failing(ctx, Step.MIRROR_EXPECTATION_RESULTS), _GE_LOCK:
         results = check_mirror(
             spark, ctx.ident.mirror_name, ctx.ident.ref.read(spark), rules, ctx.app_id, ctx.batch_id, key_cols=key
         )
