@@ -9,9 +9,10 @@ mistaken for a retry.
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.warehouse import TableRef
+
+log = logging.getLogger(__name__)
+
+#: A MERGE into a table smaller than this rewrites the files it touches rather than writing deletion
+#: vectors: for a table of one small file the rewrite is the cheaper write (one job against about five
+#: for a deletion vector), and its readers have no vectors to apply. A larger table keeps them, so a
+#: MERGE of a few rows never copies the rest of a large file (:data:`pipelines.gold.identity.DELETION_VECTORS`).
+REWRITE_BELOW_BYTES = 32 * 1024 * 1024
 
 
 def append_idempotent(frame: DataFrame, ref: TableRef, app_id: str | None, version: int | None) -> None:
@@ -33,16 +42,50 @@ def append_idempotent(frame: DataFrame, ref: TableRef, app_id: str | None, versi
 
 
 @contextmanager
-def idempotent_dml(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
-    """Delta idempotent DML: a MERGE/DELETE/UPDATE stamped with an (appId, version) already
-    committed to the table is skipped. The session confs are unset afterwards."""
-    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(version))
+def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """``settings`` in the session for the block; each one's earlier value (or none) is restored after it."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def idempotent_dml(
+    spark: SparkSession, app_id: str, version: int, settings: Mapping[str, str] | None = None
+) -> AbstractContextManager[None]:
+    """Delta idempotent DML: a MERGE/DELETE/UPDATE stamped with an (appId, version) already
+    committed to the table is skipped. The stamp (and any other ``settings``) lasts for the block only."""
+    stamp = {"spark.databricks.delta.write.txnAppId": app_id, "spark.databricks.delta.write.txnVersion": str(version)}
+    return session_conf(spark, {**stamp, **(settings or {})})
+
+
+def checkpointed_merge_settings(spark: SparkSession, target: TableRef) -> dict[str, str]:
+    """Settings of a MERGE into ``target`` whose source is already a checkpoint (``DataFrame.localCheckpoint``):
+    Delta need not copy the source again before it reads it twice (``merge.materializeSource``; Delta
+    copies any source that is not a plain Delta scan), and a table under :data:`REWRITE_BELOW_BYTES`
+    rewrites the files the MERGE touches instead of writing deletion vectors."""
+    settings = {"spark.databricks.delta.merge.materializeSource": "none"}
+    size = table_size_bytes(spark, target)
+    if size is not None and size < REWRITE_BELOW_BYTES:
+        settings["spark.databricks.delta.merge.deletionVectors.persistent"] = "false"
+    return settings
+
+
+def table_size_bytes(spark: SparkSession, ref: TableRef) -> int | None:
+    """The table's size in bytes as the snapshot last read knows it (Delta's version checksum: no Spark
+    job); None where this Delta does not say (another runtime's internals): deletion vectors, then."""
+    try:
+        return int(ref.delta(spark)._jdt.deltaLog().unsafeVolatileSnapshot().sizeInBytes())
+    except Exception as exc:  # noqa: BLE001 - a size only picks the cheaper write; never fail a MERGE over it
+        log.debug("the size of %s is unknown: %s", ref, exc)
+        return None
 
 
 def run_id(checkpoint: str) -> str:

@@ -14,7 +14,7 @@ failing ``fail`` rule, which stops the stream, writes its rows on its own.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -109,9 +109,10 @@ class BatchContext:
         return f"{self.app_id}-{step.value}-{digest}"
 
     @contextmanager
-    def txn(self, step: Step) -> Iterator[None]:
-        """The MERGE, DELETE or UPDATE inside runs once per batch, however often the batch is retried."""
-        with idempotent_dml(self.spark, self.stamp(step), self.batch_id):
+    def txn(self, step: Step, settings: Mapping[str, str] | None = None) -> Iterator[None]:
+        """The MERGE, DELETE or UPDATE inside runs once per batch, however often the batch is retried
+        (with any other session ``settings`` it needs, for the block only)."""
+        with idempotent_dml(self.spark, self.stamp(step), self.batch_id, settings):
             yield
 
     def append(self, frame: DataFrame, ref: TableRef, step: Step) -> None:

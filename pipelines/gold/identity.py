@@ -56,7 +56,8 @@ class MirrorIdentity:
 COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
 #: Mirrors and tombstones take MERGEs of a few rows into many files: with deletion vectors a MERGE marks
 #: the rows it replaces or deletes instead of rewriting every file that holds one (Delta 3.1+; Databricks
-#: and Delta 4 readers read them; OPTIMIZE/auto-compaction purges them).
+#: and Delta 4 readers read them; OPTIMIZE/auto-compaction purges them). A table of a few small files is
+#: rewritten instead (:data:`pipelines.delta_writes.REWRITE_BELOW_BYTES`).
 DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 
 

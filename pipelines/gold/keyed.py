@@ -11,8 +11,9 @@ The steps of :func:`apply_keyed`, each a function here:
 4. :func:`count_changes` – applied and stale, into the batch's stats, and what the MERGEs will
    touch, from one aggregation;
 5. the SCD type 2 history, where configured (:func:`~pipelines.gold.history.merge_history`);
-6. :func:`merge_keyed` – the fold per key (:func:`~pipelines.gold.fold.fold_per_key`) MERGEd into
-   the mirror (live keys) and the tombstones (deleted keys). A MERGE that would change nothing is
+6. :func:`merge_keyed` – the fold per key (:func:`~pipelines.gold.fold.fold_per_key`), computed once
+   into a checkpoint that both MERGEs read, MERGEd into the mirror (live keys) and the tombstones
+   (deleted keys). A MERGE that would change nothing is
    not run (no Spark jobs, no commit): none into the tombstones when no fresh change deletes a key
    (a DELETE, or the old key of a key change) or finds one tombstoned, none at all when every
    change is stale.
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipelines.delta_writes import checkpointed_merge_settings
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.fold import VALUES, WRITTEN, data_columns, fold_per_key, named_struct, stored_key, struct_field
 from pipelines.gold.history import merge_history
@@ -143,8 +145,13 @@ def merge_keyed(
     ctx: BatchContext, folded: DataFrame, key: tuple[str, ...], shape: MirrorShape, tombstones: bool = True
 ) -> None:
     """One MERGE into the mirror (live keys), one into the tombstones (deleted keys; ``tombstones``
-    False: the batch deletes no key and finds none tombstoned, so that MERGE would change nothing)."""
+    False: the batch deletes no key and finds none tombstoned, so that MERGE would change nothing).
+
+    The fold is computed once, into a checkpoint both MERGEs read: Delta would otherwise copy the
+    source of each MERGE before it reads it twice (:func:`~pipelines.delta_writes.checkpointed_merge_settings`).
+    """
     spark, ident = ctx.spark, ctx.ident
+    folded = folded.localCheckpoint()
     data_cols = data_columns(shape, key)
     on = " AND ".join(f"t.{q(k)} <=> s.k.{q(k)}" for k in key)
     values = {c: struct_field(f"s.{VALUES}", c) for c in data_cols}
@@ -155,7 +162,7 @@ def merge_keyed(
     insert_values = {q(k): f"s.k.{q(k)}" for k in key}
     insert_values.update({q(c): values[c] for c in data_cols})
     insert_values.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
-    with ctx.txn(Step.MIRROR):
+    with ctx.txn(Step.MIRROR, checkpointed_merge_settings(spark, ident.ref)):
         (
             ident.ref.delta(spark)
             .alias("t")
@@ -169,7 +176,7 @@ def merge_keyed(
         return
     tomb_values = {q(k): f"s.k.{q(k)}" for k in key}
     tomb_values.update({"_seq": "s._seq", "_queue_pos": "s._queue_pos", "_event_time": "s._event_time"})
-    with ctx.txn(Step.TOMBSTONES):
+    with ctx.txn(Step.TOMBSTONES, checkpointed_merge_settings(spark, ident.tombstones)):
         (
             ident.tombstones.delta(spark)
             .alias("t")

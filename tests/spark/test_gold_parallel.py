@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.config import ConfigError, parse_config
-from pipelines.delta_writes import idempotent_dml
+from pipelines.delta_writes import checkpointed_merge_settings, idempotent_dml, table_size_bytes
 from pipelines.export import export_warehouse
 from pipelines.gold.parallel import TXN_CONFS, apply_all
 from pipelines.gold.schema import SchemaChangeError
@@ -79,6 +79,30 @@ def test_each_thread_session_stamps_its_own_writes(spark, tmp_path):
     for name, path in paths.items():
         assert _txn_stamps(path) == {f"app-{name}": 1}
         assert spark.read.format("delta").load(str(path)).collect()[0]["v"] == 1, "applied exactly once"
+
+
+def test_a_merge_setting_lasts_for_its_block_and_the_earlier_value_comes_back(spark, tmp_path):
+    """The settings of a checkpointed MERGE (no second copy of its source; a small table rewritten, a large
+    one given deletion vectors) hold inside the stamped block only; a value the session had before returns."""
+    from pipelines.warehouse import TableRef
+
+    materialize, vectors = (
+        "spark.databricks.delta.merge.materializeSource",
+        "spark.databricks.delta.merge.deletionVectors.persistent",
+    )
+    ref = TableRef(path=str(tmp_path / "t"))
+    spark.range(3).write.format("delta").save(ref.path)
+    settings = checkpointed_merge_settings(spark, ref)
+    assert settings == {materialize: "none", vectors: "false"}, "a table of a few bytes is rewritten"
+    assert 0 < table_size_bytes(spark, ref) < 100_000
+    session = spark.newSession()
+    session.conf.set(materialize, "all")
+    with idempotent_dml(session, "app", 0, settings):
+        assert (session.conf.get(materialize), session.conf.get(vectors)) == ("none", "false")
+        assert session.conf.get(TXN_CONFS[0]) == "app"
+    assert session.conf.get(materialize) == "all", "the session's own value is restored"
+    assert session.conf.get(vectors, None) is None and session.conf.get(TXN_CONFS[0], None) is None
+    assert table_size_bytes(spark, TableRef(path=str(tmp_path / "missing"))) is None
 
 
 def test_a_failing_table_stops_the_batch_and_is_named(spark, tmp_path):
