@@ -13,8 +13,8 @@ The steps of :func:`apply_multiset`, each a function here:
    distinct row values: a row added (its id the change's), a row removed (its before-image);
 6. :func:`surviving_row_ids` – per row value, the ids the mirror holds and those it keeps once the
    events apply in ``ord`` order;
-7. :func:`row_writes` and :func:`merge_rows` – the rows to insert and the ids to delete, MERGEd
-   into the mirror;
+7. :func:`row_writes` and :func:`merge_rows` – the rows to insert and the ids to delete, computed
+   once into a checkpoint and MERGEd into the mirror;
 8. :func:`record_applied` – the ids of the changes applied, appended to the applied table.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pipelines.delta_writes import checkpointed_merge_settings
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.order import BY_ORD, ORD, delete_first
 from pipelines.gold.schema import MirrorShape
@@ -214,9 +215,12 @@ def row_writes(added: DataFrame, outcome: DataFrame, types: dict[str, str]) -> D
 
 
 def merge_rows(ctx: BatchContext, writes: DataFrame, types: dict[str, str]) -> None:
-    """One MERGE into the mirror by ``_row_id``: delete the ids gone, insert the rows kept."""
+    """One MERGE into the mirror by ``_row_id``: delete the ids gone, insert the rows kept. The writes
+    (which read the mirror) are computed once, into a checkpoint the MERGE reads twice
+    (:func:`~pipelines.delta_writes.checkpointed_merge_settings`)."""
     values = {q(c): f"s.{q(c)}" for c in (*types, *LINEAGE_COLUMNS, ROW_ID_COLUMN)}
-    with ctx.txn(Step.MIRROR):
+    writes = writes.localCheckpoint()
+    with ctx.txn(Step.MIRROR, checkpointed_merge_settings(ctx.spark, ctx.ident.ref)):
         (
             ctx.ident.ref.delta(ctx.spark)
             .alias("t")
