@@ -66,8 +66,23 @@ def idempotent_dml(
     return session_conf(spark, {**stamp, **(settings or {})})
 
 
+@contextmanager
+def checkpointed(frame: DataFrame) -> Iterator[DataFrame]:
+    """``frame`` computed once, into a checkpoint (``DataFrame.localCheckpoint``) that cannot change
+    between two reads; its blocks are released after the block, not when the driver's garbage collector
+    next finds the frame unreachable (up to ``spark.cleaner.periodicGC.interval``, 30 minutes)."""
+    copy = frame.localCheckpoint()
+    try:
+        yield copy
+    finally:
+        try:
+            copy._jdf.queryExecution().logical().rdd().unpersist(False)
+        except Exception as exc:  # noqa: BLE001 - another runtime's plan: the cleaner releases them later
+            log.debug("checkpoint blocks left to the cleaner: %s", exc)
+
+
 def checkpointed_merge_settings(spark: SparkSession, target: TableRef) -> dict[str, str]:
-    """Settings of a MERGE into ``target`` whose source is already a checkpoint (``DataFrame.localCheckpoint``):
+    """Settings of a MERGE into ``target`` whose source is already a checkpoint (:func:`checkpointed`):
     Delta need not copy the source again before it reads it twice (``merge.materializeSource``; Delta
     copies any source that is not a plain Delta scan), and a table under :data:`REWRITE_BELOW_BYTES`
     rewrites the files the MERGE touches instead of writing deletion vectors."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipelines.delta_writes import checkpointed_merge_settings
+from pipelines.delta_writes import checkpointed, checkpointed_merge_settings
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.fold import VALUES, WRITTEN, data_columns, fold_per_key, named_struct, stored_key, struct_field
 from pipelines.gold.history import merge_history
@@ -151,7 +151,6 @@ def merge_keyed(
     source of each MERGE before it reads it twice (:func:`~pipelines.delta_writes.checkpointed_merge_settings`).
     """
     spark, ident = ctx.spark, ctx.ident
-    folded = folded.localCheckpoint()
     data_cols = data_columns(shape, key)
     on = " AND ".join(f"t.{q(k)} <=> s.k.{q(k)}" for k in key)
     values = {c: struct_field(f"s.{VALUES}", c) for c in data_cols}
@@ -162,27 +161,28 @@ def merge_keyed(
     insert_values = {q(k): f"s.k.{q(k)}" for k in key}
     insert_values.update({q(c): values[c] for c in data_cols})
     insert_values.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
-    with ctx.txn(Step.MIRROR, checkpointed_merge_settings(spark, ident.ref)):
-        (
-            ident.ref.delta(spark)
-            .alias("t")
-            .merge(folded.alias("s"), on)
-            .whenMatchedDelete(condition="NOT s.live")
-            .whenMatchedUpdate(condition="s.live", set=update_set)
-            .whenNotMatchedInsert(condition="s.live", values=insert_values)
-            .execute()
-        )
-    if not tombstones:
-        return
     tomb_values = {q(k): f"s.k.{q(k)}" for k in key}
     tomb_values.update({"_seq": "s._seq", "_queue_pos": "s._queue_pos", "_event_time": "s._event_time"})
-    with ctx.txn(Step.TOMBSTONES, checkpointed_merge_settings(spark, ident.tombstones)):
-        (
-            ident.tombstones.delta(spark)
-            .alias("t")
-            .merge(folded.alias("s"), on)
-            .whenMatchedDelete(condition="s.live")
-            .whenMatchedUpdate(condition="NOT s.live", set=tomb_values)
-            .whenNotMatchedInsert(condition="NOT s.live", values=tomb_values)
-            .execute()
-        )
+    with checkpointed(folded) as source:
+        with ctx.txn(Step.MIRROR, checkpointed_merge_settings(spark, ident.ref)):
+            (
+                ident.ref.delta(spark)
+                .alias("t")
+                .merge(source.alias("s"), on)
+                .whenMatchedDelete(condition="NOT s.live")
+                .whenMatchedUpdate(condition="s.live", set=update_set)
+                .whenNotMatchedInsert(condition="s.live", values=insert_values)
+                .execute()
+            )
+        if not tombstones:
+            return
+        with ctx.txn(Step.TOMBSTONES, checkpointed_merge_settings(spark, ident.tombstones)):
+            (
+                ident.tombstones.delta(spark)
+                .alias("t")
+                .merge(source.alias("s"), on)
+                .whenMatchedDelete(condition="s.live")
+                .whenMatchedUpdate(condition="NOT s.live", set=tomb_values)
+                .whenNotMatchedInsert(condition="NOT s.live", values=tomb_values)
+                .execute()
+            )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipelines.delta_writes import checkpointed_merge_settings
+from pipelines.delta_writes import checkpointed, checkpointed_merge_settings
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.order import BY_ORD, ORD, delete_first
 from pipelines.gold.schema import MirrorShape
@@ -219,12 +219,11 @@ def merge_rows(ctx: BatchContext, writes: DataFrame, types: dict[str, str]) -> N
     (which read the mirror) are computed once, into a checkpoint the MERGE reads twice
     (:func:`~pipelines.delta_writes.checkpointed_merge_settings`)."""
     values = {q(c): f"s.{q(c)}" for c in (*types, *LINEAGE_COLUMNS, ROW_ID_COLUMN)}
-    writes = writes.localCheckpoint()
-    with ctx.txn(Step.MIRROR, checkpointed_merge_settings(ctx.spark, ctx.ident.ref)):
+    with checkpointed(writes) as source, ctx.txn(Step.MIRROR, checkpointed_merge_settings(ctx.spark, ctx.ident.ref)):
         (
             ctx.ident.ref.delta(ctx.spark)
             .alias("t")
-            .merge(writes.alias("s"), f"t.{ROW_ID_COLUMN} = s.{ROW_ID_COLUMN}")
+            .merge(source.alias("s"), f"t.{ROW_ID_COLUMN} = s.{ROW_ID_COLUMN}")
             .whenMatchedDelete(condition="s._action = 'delete'")
             .whenNotMatchedInsert(condition="s._action = 'insert'", values=values)
             .execute()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.config import ConfigError, parse_config
-from pipelines.delta_writes import checkpointed_merge_settings, idempotent_dml, table_size_bytes
+from pipelines.delta_writes import checkpointed, checkpointed_merge_settings, idempotent_dml, table_size_bytes
 from pipelines.export import export_warehouse
 from pipelines.gold.parallel import TXN_CONFS, apply_all
 from pipelines.gold.schema import SchemaChangeError
@@ -103,6 +103,21 @@ def test_a_merge_setting_lasts_for_its_block_and_the_earlier_value_comes_back(sp
     assert session.conf.get(materialize) == "all", "the session's own value is restored"
     assert session.conf.get(vectors, None) is None and session.conf.get(TXN_CONFS[0], None) is None
     assert table_size_bytes(spark, TableRef(path=str(tmp_path / "missing"))) is None
+
+
+def test_a_checkpointed_merge_source_reads_the_same_twice_and_its_blocks_are_released(spark):
+    """A MERGE reads its source twice (the matching scan, then the writes): the checkpoint is computed once,
+    so even ``rand()`` reads alike, and its blocks are gone once the block ends, not at the next GC."""
+    context = spark.sparkContext._jsc.sc()
+
+    def cached_rdds() -> set[int]:
+        return {info.id() for info in context.getRDDStorageInfo()}
+
+    before = cached_rdds()
+    with checkpointed(spark.range(50).selectExpr("id", "rand() AS r")) as source:
+        assert source.collect() == source.collect()
+        assert cached_rdds() - before, "the checkpoint holds blocks while it is read"
+    assert not cached_rdds() - before, "the checkpoint's blocks are released"
 
 
 def test_a_failing_table_stops_the_batch_and_is_named(spark, tmp_path):
