@@ -191,44 +191,94 @@ def check_changes(changes: Any) -> list[Change]:
     if not isinstance(changes, list) or not all(isinstance(ch, Change) for ch in changes):
         raise Reject(f"decoder returned {type(changes).__name__}, not a list of changes")
     for ch in changes:
-        if ch.op not in OPS:
-            raise Reject(f"decoder returned an unknown op {str(ch.op)[:40]!a}")
-        for name in ("db", "table", "schema", "event_time", "txn", "ddl", "detail"):
-            _check_text(getattr(ch, name), name, optional=True)
-        for name in ("key_columns", "changed"):
-            names = getattr(ch, name)
-            if names is None and name == "changed":
-                continue
-            if not isinstance(names, tuple):
-                raise Reject(f"{name} should be a tuple of column names")
-            for column in names:
-                _check_text(column, f"a column name in {name}")
-        for name in ("before", "after"):
-            image = getattr(ch, name)
-            if image is None:
-                continue
-            if not isinstance(image, dict):
-                raise Reject(f"the {name} image should be a mapping of column → value")
-            for column, value in image.items():
-                _check_text(column, f"a column name in the {name} image")
-                _check_text(value, f"column {column[:60]!a} in the {name} image", optional=True)
-        for column, source_type in (ch.col_types or {}).items():
-            _check_text(column, "a column name in col_types")
-            _check_text(source_type, f"the type of column {column[:60]!a}")
-            if len(source_type) > MAX_TYPE_CHARS:
-                raise Reject(
-                    f"the type of column {column[:60]!a} is longer than {MAX_TYPE_CHARS} characters: "
-                    f"{source_type[:60]!a}..."
-                )
-        if not isinstance(ch.seq, tuple):
-            raise Reject("seq should be a tuple of integers")
-        for part in ch.seq:
-            if isinstance(part, bool) or not isinstance(part, int) or part < 0 or part >= 10**MAX_SEQ_DIGITS:
-                raise Reject(
-                    f"ordering component {str(part)[:40]!a} is not a non-negative integer of at most "
-                    f"{MAX_SEQ_DIGITS} digits"
-                )
+        if not _storable(ch):
+            _check_change(ch)
     return changes
+
+
+def _storable(ch: Change) -> bool:
+    """The common case of :func:`check_changes` at the cost of a few joins: every text of the change
+    is a ``str`` that encodes (joined, since a text encodes exactly when each of its pieces does), its
+    types are short enough and its ``seq`` sortable. False sends the change to :func:`_check_change`,
+    which names what is wrong."""
+    try:
+        texts = [
+            "".join(t for t in (ch.db, ch.table, ch.schema, ch.event_time, ch.txn, ch.ddl, ch.detail) if t is not None),
+            "".join(ch.key_columns),
+            "".join(ch.changed or ()),
+            "".join(ch.col_types or {}),
+            "".join((ch.col_types or {}).values()),
+            "".join(ch.invalid or {}),
+            "".join((ch.invalid or {}).values()),
+        ]
+        for image in (ch.before, ch.after):
+            if image is not None:
+                texts.append("".join(image))
+                texts.append("".join(v for v in image.values() if v is not None))
+    except (TypeError, AttributeError):  # something is not text, or not the container it should be
+        return False
+    if not isinstance(ch.key_columns, tuple) or not isinstance(ch.changed, (tuple, type(None))):
+        return False
+    if any(not (isinstance(i, dict) or i is None) for i in (ch.before, ch.after)):
+        return False
+    if ch.op not in OPS or not isinstance(ch.seq, tuple):
+        return False
+    if any(type(part) is not int or not 0 <= part < 10**MAX_SEQ_DIGITS for part in ch.seq):
+        return False
+    if ch.col_types and max(map(len, ch.col_types.values())) > MAX_TYPE_CHARS:
+        return False
+    text = "".join(texts)
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_change(ch: Change) -> None:
+    """Reject naming the first thing silver cannot store about ``ch`` (:func:`check_changes`)."""
+    if ch.op not in OPS:
+        raise Reject(f"decoder returned an unknown op {str(ch.op)[:40]!a}")
+    for name in ("db", "table", "schema", "event_time", "txn", "ddl", "detail"):
+        _check_text(getattr(ch, name), name, optional=True)
+    for name in ("key_columns", "changed"):
+        names = getattr(ch, name)
+        if names is None and name == "changed":
+            continue
+        if not isinstance(names, tuple):
+            raise Reject(f"{name} should be a tuple of column names")
+        for column in names:
+            _check_text(column, f"a column name in {name}")
+    for name in ("before", "after"):
+        image = getattr(ch, name)
+        if image is None:
+            continue
+        if not isinstance(image, dict):
+            raise Reject(f"the {name} image should be a mapping of column → value")
+        for column, value in image.items():
+            _check_text(column, f"a column name in the {name} image")
+            _check_text(value, f"column {column[:60]!a} in the {name} image", optional=True)
+    for column, text in (ch.invalid or {}).items():
+        _check_text(column, "a column name in invalid")
+        _check_text(text, f"the invalid value of column {column[:60]!a}")
+    for column, source_type in (ch.col_types or {}).items():
+        _check_text(column, "a column name in col_types")
+        _check_text(source_type, f"the type of column {column[:60]!a}")
+        if len(source_type) > MAX_TYPE_CHARS:
+            raise Reject(
+                f"the type of column {column[:60]!a} is longer than {MAX_TYPE_CHARS} characters: "
+                f"{source_type[:60]!a}..."
+            )
+    if not isinstance(ch.seq, tuple):
+        raise Reject("seq should be a tuple of integers")
+    for part in ch.seq:
+        if isinstance(part, bool) or not isinstance(part, int) or part < 0 or part >= 10**MAX_SEQ_DIGITS:
+            raise Reject(
+                f"ordering component {str(part)[:40]!a} is not a non-negative integer of at most "
+                f"{MAX_SEQ_DIGITS} digits"
+            )
 
 
 def _check_text(value: Any, what: str, optional: bool = False) -> None:
@@ -345,6 +395,10 @@ def check_shape(
     Malformed text may be counted loosely: the parser that follows rejects it anyway.
     """
     if "[" not in text and "{" not in text:
+        return
+    # blanking strings only removes brackets and commas: within the limits counted raw, within them blanked
+    opened, commas = text.count("[") + text.count("{"), text.count(",")
+    if opened <= max_depth and commas + 1 <= max_width and commas + opened <= max_elements:
         return
     bare = _STRING_RE.sub("0", text) if '"' in text else text
     opened = bare.count("[") + bare.count("{")

@@ -674,3 +674,58 @@ def test_invalid_values_policy_defaults_to_null_per_table_and_refuses_other_word
     for bad in ("drop", "ignore", 0):
         with pytest.raises(ConfigError, match=r"tables\.shop\.t\.invalid_values: must be one of null, quarantine"):
             parse_config({**BASE, "tables": {"shop.t": {"invalid_values": bad}}})
+
+
+GOOD_CHANGE = dict(
+    op="UPDATE",
+    db="shop",
+    table="tëst",
+    key_columns=("id",),
+    before={"id": "1", "name": "ä"},
+    after={"id": "1", "name": None},
+    changed=("name",),
+    col_types={"id": "bigint", "name": "varchar(8)"},
+    invalid={"d": "0000-00-00"},
+    seq=(7, 0),
+    event_time="2026-01-01T00:00:00Z",
+)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"op": "UPSERT"},
+        {"table": 7},
+        {"db": "s\ud800"},
+        {"key_columns": ["id"]},
+        {"key_columns": ("id", None)},
+        {"changed": ("n\udfff",)},
+        {"before": [("id", "1")]},
+        {"before": {"id": 1}},
+        {"after": {"id": "1", "name": "\udbff"}},
+        {"after": {1: "1"}},
+        {"col_types": {"id": "x" * 5000}},
+        {"col_types": {"id": None}},
+        {"invalid": {"d": "\ud800"}},
+        {"seq": [7]},
+        {"seq": (True,)},
+        {"seq": (-1,)},
+        {"seq": (10**20,)},
+        {"seq": ("7",)},
+    ],
+    ids=repr,
+)
+def test_the_quick_check_of_a_change_lets_nothing_through_that_the_full_check_refuses(bad):
+    """``check_changes`` first joins a change's texts (the common case, one encode); a change that fails
+    that goes through the field-by-field check, which names the fault. Both must refuse the same changes."""
+    from pipelines.formats.base import _check_change, _storable, check_changes
+
+    good = Change(**GOOD_CHANGE)
+    assert _storable(good) and check_changes([good]) == [good]
+    change = Change(**{**GOOD_CHANGE, **bad})
+    assert not _storable(change)
+    with pytest.raises(Reject) as full:
+        _check_change(change)
+    with pytest.raises(Reject) as checked:
+        check_changes([good, change])
+    assert str(checked.value) == str(full.value)
