@@ -246,16 +246,17 @@ def run_checks(
     for name, action, exp in checks:
         exp.meta = {**(exp.meta or {}), "rule": name, "action": action}
         exps.append(exp)
-    res = GXSession.get().validate(
-        table,
-        f"{asset_name(table)}.{suite}",
-        exps,
-        df,
-        result_format="SUMMARY",
-        index_columns=[c for c in index_columns if c in df.columns],
-        run_name=f"{run_id}-b{batch_id}",
-        table=table,
-    )
+    with cached(df) as frame:  # GE computes several metrics over the frame (a caller's cache is kept)
+        res = GXSession.get().validate(
+            table,
+            f"{asset_name(table)}.{suite}",
+            exps,
+            frame,
+            result_format="SUMMARY",
+            index_columns=[c for c in index_columns if c in frame.columns],
+            run_name=f"{run_id}-b{batch_id}",
+            table=table,
+        )
     rows, failures = passed, []
     for er in res.results:
         name, action = er.expectation_config.meta["rule"], er.expectation_config.meta["action"]

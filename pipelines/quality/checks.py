@@ -424,9 +424,11 @@ def cdc_checks(
         source_drift() if "source_drift" in wanted else []
     )
     if items and batch_changes_df is not None and mirror.before is not None and mirror.key_cols:
-        with cached(change_probe(batch_changes_df, mirror)) as frame:
-            index = ["bronze_position", "change_index", "op", "drift"]
-            suites.run("cdc_changes", frame, items, index_columns=index, counted=CHANGE_COUNTS)
+        # not cached here: one aggregation decides, and only a check that finds a row runs GE (on a cache)
+        index = ["bronze_position", "change_index", "op", "drift"]
+        suites.run(
+            "cdc_changes", change_probe(batch_changes_df, mirror), items, index_columns=index, counted=CHANGE_COUNTS
+        )
 
     # newest event time or heartbeat per source vs now
     if "freshness" in wanted:
