@@ -33,7 +33,7 @@ class Step(str, Enum):
     """The idempotent writes of one table in one batch (the values are part of the stored stamps)."""
 
     MIRROR = "m"  # the MERGE into the mirror
-    TOMBSTONES = "d"  # the MERGE into the tombstones (deleted keys)
+    TOMBSTONES = "d"  # the MERGE into (or the append to) the tombstones (deleted keys)
     TRUNCATE = "t"  # a TRUNCATE's DELETE from the mirror
     TRUNCATE_TOMBSTONES = "tt"  # ... and from the tombstones it supersedes
     TRUNCATE_HISTORY = "ht"  # ... and the history versions it closes

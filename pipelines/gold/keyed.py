@@ -16,7 +16,8 @@ The steps of :func:`apply_keyed`, each a function here:
    (deleted keys). A MERGE that would change nothing is
    not run (no Spark jobs, no commit): none into the tombstones when no fresh change deletes a key
    (a DELETE, or the old key of a key change) or finds one tombstoned, none at all when every
-   change is stale.
+   change is stale. When fresh changes delete keys but none finds a tombstone, every tombstone
+   the batch writes is new: they are appended, which costs one job, not a MERGE.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def apply_keyed(
         fresh = rows.where(~F.col("stale"))
         if history is not None:
             merge_history(ctx, fresh, key, shape, history)
-        merge_keyed(ctx, fold_per_key(fresh, key, shape), key, shape, tombstones=touched.tombstones)
+        merge_keyed(ctx, fold_per_key(fresh, key, shape), key, shape, touched)
     finally:
         rows.unpersist()
 
@@ -65,6 +66,7 @@ class Touched:
 
     fresh: int  # fresh rows (the deletes of moved keys included)
     tombstones: bool  # the tombstones change: a fresh DELETE, or a fresh change of a tombstoned key
+    tombstoned: bool = True  # a fresh change finds its key tombstoned (else every tombstone written is new)
 
 
 def key_per_change(changes: DataFrame, key: tuple[str, ...], shape: MirrorShape) -> DataFrame:
@@ -135,17 +137,21 @@ def count_changes(ctx: BatchContext, rows: DataFrame) -> Touched:
         F.count_if(own & fresh).alias("applied"),
         F.count_if(fresh).alias("fresh"),
         F.count_if(fresh & ((F.col("op") == "DELETE") | F.col("tombstoned"))).alias("tombstones"),
+        F.count_if(fresh & F.col("tombstoned")).alias("tombstoned"),
     ).first()
     ctx.stats.stale += counts["stale"] or 0
     ctx.stats.applied += counts["applied"] or 0
-    return Touched(fresh=counts["fresh"] or 0, tombstones=bool(counts["tombstones"]))
+    return Touched(
+        fresh=counts["fresh"] or 0, tombstones=bool(counts["tombstones"]), tombstoned=bool(counts["tombstoned"])
+    )
 
 
 def merge_keyed(
-    ctx: BatchContext, folded: DataFrame, key: tuple[str, ...], shape: MirrorShape, tombstones: bool = True
+    ctx: BatchContext, folded: DataFrame, key: tuple[str, ...], shape: MirrorShape, touched: Touched | None = None
 ) -> None:
-    """One MERGE into the mirror (live keys), one into the tombstones (deleted keys; ``tombstones``
-    False: the batch deletes no key and finds none tombstoned, so that MERGE would change nothing).
+    """One MERGE into the mirror (live keys), one into the tombstones (deleted keys). ``touched`` (default:
+    anything may happen) skips the tombstones when the batch deletes no key and finds none tombstoned, and
+    appends them when it finds none tombstoned: then no key of the batch has a tombstone to update or remove.
 
     The fold is computed once, into a checkpoint both MERGEs read: Delta would otherwise copy the
     source of each MERGE before it reads it twice (:func:`~pipelines.delta_writes.checkpointed_merge_settings`).
@@ -174,7 +180,10 @@ def merge_keyed(
                 .whenNotMatchedInsert(condition="s.live", values=insert_values)
                 .execute()
             )
-        if not tombstones:
+        if touched is not None and not touched.tombstones:
+            return
+        if touched is not None and not touched.tombstoned:
+            _append_tombstones(ctx, source, key)
             return
         with ctx.txn(Step.TOMBSTONES, checkpointed_merge_settings(spark, ident.tombstones)):
             (
@@ -186,3 +195,16 @@ def merge_keyed(
                 .whenNotMatchedInsert(condition="NOT s.live", values=tomb_values)
                 .execute()
             )
+
+
+def _append_tombstones(ctx: BatchContext, folded: DataFrame, key: tuple[str, ...]) -> None:
+    """The tombstones of the keys the batch deletes, appended: what the tombstones MERGE does when no key
+    of the batch has a tombstone yet (its only clause that fires is the insert). Each column is cast to
+    the table's own type, so an append never widens it; the MERGE's stamp makes a retry skip either write."""
+    from pyspark.sql import functions as F
+
+    table = ctx.ident.tombstones
+    types = {f.name: f.dataType for f in table.read(ctx.spark).schema.fields}
+    sources = {k: f"k.{q(k)}" for k in key} | {c: c for c in ("_seq", "_queue_pos", "_event_time")}
+    deleted = folded.where("NOT live").select(*[F.expr(sql).cast(types[c]).alias(c) for c, sql in sources.items()])
+    ctx.append(deleted, table, Step.TOMBSTONES)

@@ -361,6 +361,32 @@ def test_truncate_compacts_the_tombstones_it_supersedes_and_late_changes_stay_st
     assert gold.rows() == []
 
 
+def test_new_tombstones_are_appended_and_a_tombstoned_key_is_merged(spark, tmp_path):
+    """A batch that deletes keys none of which has a tombstone yet appends their tombstones (one write,
+    not a MERGE); a batch that meets a tombstoned key MERGEs, updating or removing its tombstone. The
+    tombstones hold one row per deleted key, with the sequence of its delete, either way."""
+    gold = Gold(spark, tmp_path)
+    tombstones = gold.wh.tombstones("shop.t")
+
+    def state():
+        rows = tombstones.read(spark).collect()
+        last = spark.sql(f"DESCRIBE HISTORY {tombstones.sql} LIMIT 1").first()["operation"]
+        return sorted((r["id"], r["_seq"][-3:]) for r in rows), last
+
+    gold.apply([change("INSERT", n, after=_row(n, a=str(n))) for n in (1, 2, 3)])
+    gold.apply([change("DELETE", 10, before=_row(1, a="1")), change("DELETE", 11, before=_row(2, a="2"))])
+    assert state() == ([(1, "010"), (2, "011")], "WRITE")
+    gold.apply([change("DELETE", 12, before=_row(3, a="3")), change("DELETE", 13, before=_row(1, a="1"))])
+    assert state() == ([(1, "013"), (2, "011"), (3, "012")], "MERGE"), "key 1 was tombstoned: its row is updated"
+    gold.apply([change("INSERT", 14, after=_row(2, a="22")), change("DELETE", 15, before=_row(7, a="7"))])
+    assert state() == ([(1, "013"), (3, "012"), (7, "015")], "MERGE"), "key 2 lives again: its tombstone goes"
+    gold.apply([change("DELETE", 16, before=_row(8, a="8"))])
+    assert state() == ([(1, "013"), (3, "012"), (7, "015"), (8, "016")], "WRITE")
+    stats = gold.apply([change("INSERT", 9, after=_row(8, a="8"))])  # older than key 8's delete
+    assert (stats.applied, stats.stale) == (0, 1)
+    assert [r["id"] for r in gold.rows()] == [2]
+
+
 @pytest.mark.parametrize("key", [("id",), ()], ids=["keyed", "keyless"])
 def test_every_change_of_a_batch_is_applied_stale_or_quarantined(spark, tmp_path, key):
     """The changes a batch's last TRUNCATE supersedes (an earlier TRUNCATE too) count stale, the TRUNCATE
