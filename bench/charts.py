@@ -24,15 +24,17 @@ def draw(results: dict, out: Path) -> list[str]:
 
     decode = sections.get("decode", {}).get("cases")
     if decode:
-        fig, ax = plt.subplots(figsize=(8, 4))
+        fig, ax = plt.subplots(figsize=(9, 4.5))
         methods = [
             ("lakecdc", "decode_frame (exact)"),
+            ("python_floor", "mapInArrow, nothing decoded"),
             ("from_json", "bare from_json"),
             ("try_parse_json", "try_parse_json"),
+            ("from_json_variant", "from_json, VARIANT scalars (exact)"),
         ]
-        width = 0.27
+        width = 0.16
         for j, (key, label) in enumerate(methods):
-            xs = [i + (j - 1) * width for i in range(len(decode))]
+            xs = [i + (j - 2) * width for i in range(len(decode))]
             ax.bar(xs, [c.get(f"{key}_msg_per_s") or 0 for c in decode], width, label=label)
         ax.set_xticks(range(len(decode)), [c["format"] for c in decode], rotation=15)
         ax.set_ylabel("messages / s")

@@ -22,7 +22,7 @@ GIB = 2**30
 
 #: Full sizes (issue 14). ``--quick`` uses :data:`QUICK` (about 1%); ``--scale`` multiplies counts further.
 FULL = {
-    "decode": {"messages": 200_000, "pool": 5_000, "repeat": 1},
+    "decode": {"messages": 200_000, "pool": 5_000, "repeat": 3},
     "tables": {"changes": 20_000, "rows": 20_000, "table_counts": [1, 10, 50, 200]},
     "apply": {"changes": 1_000_000, "rows": 1_000_000, "setup_chunk": 2_000_000, "scale_factor": 10},
     "latency": {"rate": 2000, "seconds": 60, "tables": 4, "drain": 900, "trigger": "2 seconds", "timeout": 3600},
@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             body = {"error": f"{type(exc).__name__}: {exc}", "verdict": "ERROR", "figures": []}
         body["seconds"] = round(time.monotonic() - t0, 1)
         body["mode"] = mode
+        body["git_commit"] = results["git"]["commit"]  # a section rerun with --only keeps its own
         body["measured_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         body["loadavg_1m_before_after"] = [load0, machine_info()["loadavg_1_5_15"][0]]
         body["memory_peak"] = sampler.peak(since=t0 - began)
