@@ -39,7 +39,6 @@ PROFILED = (
     ("pipelines.gold.stage", "shape_mirror"),
     ("pipelines.gold.stage", "quarantine_misfits"),
     ("pipelines.gold.stage", "apply_truncate"),
-    ("pipelines.gold.stage", "current_version"),
     ("pipelines.gold.stage", "_cdc_batch_checks"),
     ("pipelines.gold.stage", "write_results"),
     ("pipelines.gold.keyed", "count_changes"),

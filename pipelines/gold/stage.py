@@ -28,7 +28,7 @@ from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY, apply_truncate
 from pipelines.gold.validate import check_changes, quarantine_misfits, rename_columns
 from pipelines.mirror_columns import table_properties
 from pipelines.quality.batch import QualityFailure, check_batch, check_mirror, typed_changes
-from pipelines.quality.checks import cdc_checks, current_version, read_version
+from pipelines.quality.checks import cdc_checks
 from pipelines.quality.invalid_values import invalid_value_rows
 from pipelines.quality.storage import write_results
 from pipelines.silver import ensure_silver
@@ -149,15 +149,14 @@ def apply_table(
         history = wh.history(parts, target=target) if tc and tc.history and key else None
         truncated_seq = (props or {}).get(TRUNCATED_SEQ_PROPERTY, "")
         good = apply_truncate(ctx, good, profile, truncated_seq, history)
-        version_before = current_version(spark, ident.ref) if cfg.quality_checks and key else None
+        if cfg.quality_checks and key:
+            _cdc_batch_checks(ctx, key, good, shape.columns)  # before the merge: the mirror as the batch finds it
         if shape.keyless:
             if tc and tc.history:
                 log.warning("gold: %s has no key: no SCD type 2 history (a version needs a key)", profile.name)
             apply_multiset(ctx, good, shape)
         else:
             apply_keyed(ctx, good, shape, key, history)
-        if version_before is not None:
-            _cdc_batch_checks(ctx, key, good, shape.columns, version_before)
     finally:
         checked.unpersist()
     _mirror_expectations(ctx, tc, key)
@@ -222,21 +221,29 @@ def _batch_expectations(
 
 
 def _cdc_batch_checks(
-    ctx: BatchContext, key: tuple[str, ...], changes: DataFrame, columns: Mapping[str, str | None], version_before: int
+    ctx: BatchContext, key: tuple[str, ...], changes: DataFrame, columns: Mapping[str, str | None]
 ) -> None:
-    """Built-in checks that need the mirror as it was before this batch: sequences never go
-    backwards for a key, and UPDATE/DELETE before-images match the mirror's row (else: drift)."""
+    """Built-in checks that need the mirror as it is before this batch's merge: sequences never go
+    backwards for a key, and UPDATE/DELETE before-images match the mirror's row (else: drift).
+
+    Run before the merge, so they read the mirror's current snapshot; read after it, they would
+    time-travel to the version before, which costs Delta a snapshot rebuilt from the log (Spark
+    jobs) per table and batch. Every probe row is counted, and validated where a check finds a row,
+    before this returns: nothing of it is evaluated after the merge."""
     spark, ref = ctx.spark, ctx.ident.ref
+    if not ref.exists(spark):
+        return
+    mirror = ref.read(spark)
     with _GE_LOCK:
         rows = cdc_checks(
             spark,
             ctx.ident.mirror_name,
-            ref.read(spark),
+            mirror,
             list(key),
             changes,
             run_id=ctx.app_id,
             batch_id=ctx.batch_id,
-            mirror_before_df=read_version(spark, ref, version_before),
+            mirror_before_df=mirror,
             columns=columns,
             checks=("seq_not_backwards", "source_drift"),
         )

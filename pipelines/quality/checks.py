@@ -35,8 +35,6 @@ from pipelines.sql import typed as typed_column
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipelines.warehouse import TableRef
-
 log = logging.getLogger(__name__)
 
 #: One check's result as GE validates it: (dq_results name, action, GE expectation).
@@ -51,22 +49,6 @@ class MirrorFrames:
     key_cols: tuple[str, ...]
     columns: Mapping[str, str | None]  # column → source type
     before: DataFrame | None = None  # the mirror before the merge; without it no sequence or drift check
-
-
-# ---------------------------------------------------------------- Delta versions of the mirror
-
-
-def read_version(spark: SparkSession, ref: TableRef, version: int) -> DataFrame:
-    """The mirror as of a Delta version (time travel), e.g. the version before this batch's merge."""
-    reader = spark.read.format("delta").option("versionAsOf", int(version))
-    return reader.load(ref.path) if ref.path is not None else reader.table(ref.name)
-
-
-def current_version(spark: SparkSession, ref: TableRef) -> int | None:
-    """The mirror's latest Delta version (None when it does not exist yet)."""
-    if not ref.exists(spark):
-        return None
-    return ref.delta(spark).history(1).select("version").first()[0]
 
 
 # ---------------------------------------------------------------- one function per check
@@ -387,8 +369,8 @@ def cdc_checks(
     key_cols           the mirror's key columns.
     batch_changes_df   gold's canonical changes of this batch (``op``, ``before``/``after`` maps of text,
                        ``seq``, ``queue_pos``, ``change_index``, ``bronze_position``): sequence and drift.
-    mirror_before_df   the mirror before the merge (:func:`read_version` of :func:`current_version`
-                       taken before it); without it the sequence and drift checks are skipped.
+    mirror_before_df   the mirror before the merge (gold runs these checks before it merges, on the
+                       mirror's current snapshot); without it the sequence and drift checks are skipped.
     columns            column → source type (gold's ``columns``); default: those that mirror_props
                        (the mirror's table properties) record for mirror_df's columns.
     heartbeats_df      silver heartbeats (``source``, ``event_time``) – a heartbeat counts as progress.

@@ -47,10 +47,10 @@ def change(op: str, n: int, before=None, after=None, types=None, key=("id",), ta
 class Gold:
     """A warehouse and its silver tables; ``apply`` runs one gold micro-batch of changes."""
 
-    def __init__(self, spark, tmp_path, **table_options):
+    def __init__(self, spark, tmp_path, quality_checks: bool = False, **table_options):
         doc = {
             "warehouse": str(tmp_path / "wh"),
-            "quality_checks": False,
+            "quality_checks": quality_checks,
             "sources": [{"name": "s", "format": FMT, "path": str(tmp_path / "none")}],
         }
         if table_options:
@@ -563,3 +563,35 @@ def test_a_failing_rule_stops_the_batch_and_its_results_are_kept(spark, tmp_path
     with pytest.raises(QualityFailure, match="a_small"):  # the batch rule: a value out of range
         gold.apply([change("UPDATE", 4, before=_row(1), after=_row(1, a="101"))])
     assert results(2) == {"a_small": False}
+
+
+def test_the_change_checks_see_the_mirror_as_the_batch_found_it(spark, tmp_path):
+    """Gold runs the sequence and drift checks before its merge: a clean UPDATE and DELETE pass (read
+    after the merge, the deleted row would be missing: drift), a before-image the mirror does not hold
+    is drift, and a sequence behind the mirror's row goes backwards."""
+    from pipelines.quality.storage import dq_results_ref
+
+    gold = Gold(spark, tmp_path, quality_checks=True)
+
+    def checks(batch: int) -> dict:
+        rows = dq_results_ref(gold.wh).read(spark).where(f"batch_id = {batch} AND `table` = 'shop.t'").collect()
+        return {
+            r["expectation"]: (r["success"], r["unexpected_count"])
+            for r in rows
+            if r["expectation"] in ("cdc_source_drift", "cdc_seq_not_backwards")
+        }
+
+    gold.apply([change("INSERT", n, after=_row(n, a=str(n))) for n in (1, 2, 3)])
+    assert checks(0) == {"cdc_source_drift": (True, 0), "cdc_seq_not_backwards": (True, 0)}
+    gold.apply(
+        [change("UPDATE", 4, before=_row(1, a="1"), after=_row(1, a="5")), change("DELETE", 5, before=_row(2, a="2"))]
+    )
+    assert checks(1) == {"cdc_source_drift": (True, 0), "cdc_seq_not_backwards": (True, 0)}
+    gold.apply(
+        [
+            change("UPDATE", 7, before=_row(1, a="9"), after=_row(1, a="6")),  # the mirror holds a = 5
+            change("UPDATE", 2, before=_row(3, a="3"), after=_row(3, a="8")),  # the mirror's row is at 3
+        ]
+    )
+    assert checks(2) == {"cdc_source_drift": (False, 1), "cdc_seq_not_backwards": (False, 1)}
+    assert [(r["id"], r["a"]) for r in gold.rows()] == [(1, 6), (3, 3)]
