@@ -120,6 +120,27 @@ def test_a_checkpointed_merge_source_reads_the_same_twice_and_its_blocks_are_rel
     assert not cached_rdds() - before, "the checkpoint's blocks are released"
 
 
+def test_the_driver_keeps_a_bounded_number_of_delta_logs_and_the_newest_stay(spark, tmp_path):
+    """Delta keeps each table it opens in the driver (3 to 7 MiB of plans a table); the session keeps at
+    most DELTA_LOG_CACHE_TABLES: after that many other tables the first is opened afresh, while the
+    table in use stays the same object."""
+    from pipelines.spark import DELTA_LOG_CACHE_TABLES
+
+    jvm = spark.sparkContext._jvm
+
+    def opened(name: str) -> int:
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(tmp_path / name))
+        return jvm.System.identityHashCode(log)
+
+    assert spark.conf.get("spark.databricks.delta.delta.log.cacheSize") == str(DELTA_LOG_CACHE_TABLES)
+    first = opened("t0")
+    assert opened("t0") == first, "a table opened again is Delta's same object"
+    for n in range(1, DELTA_LOG_CACHE_TABLES + 1):
+        latest = opened(f"t{n}")
+    assert opened(f"t{DELTA_LOG_CACHE_TABLES}") == latest
+    assert opened("t0") != first, "the least recently used table was let go"
+
+
 def test_a_failing_table_stops_the_batch_and_is_named(spark, tmp_path):
     gold = Gold(spark, tmp_path)
     gold.cfg = parse_config({**_doc(gold), "gold": {"parallelism": 2}})
