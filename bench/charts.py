@@ -13,7 +13,11 @@ def draw(results: dict, out: Path) -> list[str]:
 
     sections = results.get("sections", {})
     made = []
-    title_tail = f"({results.get('mode', '?')}, {results.get('machine', {}).get('cores', '?')} cores)"
+    cores = results.get("machine", {}).get("cores", "?")
+
+    def title_tail(section: str) -> str:
+        """The section's own size (a section rerun with ``--only`` keeps its mode), and the cores."""
+        return f"({sections.get(section, {}).get('mode') or results.get('mode', '?')}, {cores} cores)"
 
     def save(fig, name: str) -> None:
         path = out / name
@@ -24,7 +28,7 @@ def draw(results: dict, out: Path) -> list[str]:
 
     decode = sections.get("decode", {}).get("cases")
     if decode:
-        fig, ax = plt.subplots(figsize=(9, 4.5))
+        fig, ax = plt.subplots(figsize=(9, 5))
         methods = [
             ("lakecdc", "decode_frame (exact)"),
             ("python_floor", "mapInArrow, nothing decoded"),
@@ -38,8 +42,8 @@ def draw(results: dict, out: Path) -> list[str]:
             ax.bar(xs, [c.get(f"{key}_msg_per_s") or 0 for c in decode], width, label=label)
         ax.set_xticks(range(len(decode)), [c["format"] for c in decode], rotation=15)
         ax.set_ylabel("messages / s")
-        ax.set_title(f"Decode {title_tail}")
-        ax.legend()
+        ax.set_title(f"Decode {title_tail('decode')}")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize="small")
         save(fig, "decode.png")
 
     tables = sections.get("tables", {}).get("cases")
@@ -55,7 +59,7 @@ def draw(results: dict, out: Path) -> list[str]:
         ax.set_ylim(bottom=0)
         ax.set_xlabel(f"tables ({tables[0]['changes']} changes in one batch)")
         ax.set_ylabel("seconds per batch")
-        ax.set_title(f"Many tables {title_tail}")
+        ax.set_title(f"Many tables {title_tail('tables')}")
         ax.legend()
         save(fig, "tables.png")
 
@@ -70,7 +74,7 @@ def draw(results: dict, out: Path) -> list[str]:
             ax.bar([i + (j - 0.5) * width for i in range(len(bars))], [c[key] for _l, c in bars], width, label=label)
         ax.set_xticks(range(len(bars)), [label for label, _c in bars])
         ax.set_ylabel(f"seconds per batch ({bars[0][1]['changes']:,} changes)")
-        ax.set_title(f"Apply and scale {title_tail}")
+        ax.set_title(f"Apply and scale {title_tail('apply')}")
         ax.legend()
         save(fig, "apply_scale.png")
 
@@ -84,7 +88,7 @@ def draw(results: dict, out: Path) -> list[str]:
                 ax.axvline(latency[0][f"{q}_seconds"], color="red" if q == "p99" else "black", linestyle="--", label=q)
         ax.set_xlabel("seconds from produce to visible in gold")
         ax.set_ylabel("messages")
-        ax.set_title(f"Latency at {latency[0].get('rate_achieved')} msg/s {title_tail}")
+        ax.set_title(f"Latency at {latency[0].get('rate_achieved')} msg/s {title_tail('latency')}")
         ax.legend()
         save(fig, "latency.png")
 
@@ -99,7 +103,7 @@ def draw(results: dict, out: Path) -> list[str]:
             ax.text(t, ax.get_ylim()[1] * 0.95, label, fontsize=7, rotation=90, va="top")
         ax.set_xlabel("seconds into the run")
         ax.set_ylabel("GiB")
-        ax.set_title(f"Memory {title_tail}")
+        ax.set_title(f"Memory {title_tail('memory')}")
         ax.legend(loc="upper left")
         save(fig, "memory.png")
     return made

@@ -305,14 +305,18 @@ def get_spark(
     return spark
 
 
-#: Loggers whose ERROR lines are not errors: Delta plans a read of a table with deletion vectors with its
+#: Loggers whose ERROR or WARN lines report no problem: Delta plans a read of a table with deletion vectors with its
 #: internal ``__delta_internal_is_row_deleted`` filter, which Parquet cannot take, logs "Failed to translate
 #: filter" at ERROR, and filters the rows itself (delta-io/delta#2576: pushdown is off with deletion vectors).
 #: The scheduler warns once per FAIR pool it creates on first use: gold's pools (pipelines.gold.parallel) are
 #: made that way on purpose, with the default weight, so the warning is dropped and its errors kept.
+#: Gold releases the checkpoint of each table's MERGE source once its MERGEs end
+#: (``pipelines.delta_writes.checkpointed``), and Spark warns at each release that a local checkpoint cannot
+#: be recomputed: once per table and batch, about nothing anyone needs to act on.
 QUIET_LOGGERS = {
     "org.apache.spark.sql.delta.DeltaParquetFileFormat": "OFF",
     "org.apache.spark.scheduler.FairSchedulableBuilder": "ERROR",
+    "org.apache.spark.rdd.MapPartitionsRDD": "ERROR",
 }
 
 
