@@ -30,8 +30,8 @@ from pathlib import Path
 import yaml
 
 from pipelines.config import parse_config
-from pipelines.layout import BRONZE_COLUMNS, DECODED_DDL
-from pipelines.silver import decode_frame
+from pipelines.layout import DECODED_DDL
+from pipelines.silver import bronze_input, decode_frame
 from pipelines.testing.simulator import generate_history, pipeline_yaml_many
 
 FORMATS = ("oms_default", "oms_canal", "dataworks_kafka", "dts_canal", "oms_avro")
@@ -120,9 +120,8 @@ def _methods(fmt: str, cfg):
 
 def python_floor(df):
     """What any decode through a Python worker costs before it decodes anything: the bronze columns
-    ``decode_frame`` sends through ``mapInArrow``, one silver row back per message (Arrow columns
-    passed through or NULL, never a Python object per row)."""
-    from pyspark.sql import functions as F
+    ``decode_frame`` sends through ``mapInArrow`` (:func:`~pipelines.silver.bronze_input`), one silver
+    row back per message (Arrow columns passed through or NULL, never a Python object per row)."""
 
     def passthrough(batches):
         import pyarrow as pa
@@ -142,8 +141,7 @@ def python_floor(df):
                 schema=schema,
             )
 
-    columns = [F.lit(None).cast("binary").alias(c) if c not in df.columns else c for c in BRONZE_COLUMNS]
-    return df.select(*columns).mapInArrow(passthrough, DECODED_DDL)
+    return bronze_input(df).mapInArrow(passthrough, DECODED_DDL)
 
 
 def exact_schema(schema: str):

@@ -189,15 +189,21 @@ def _arrow_batch(messages: list[tuple[dict, list[dict]]]):
     return pa.RecordBatch.from_pylist(kept, schema=schema)
 
 
-def decode_frame(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
-    """Bronze DataFrame (batch or stream) → decoded silver rows of all four kinds."""
+def bronze_input(df: DataFrame) -> DataFrame:
+    """The bronze columns the decoder reads, as ``mapInArrow`` receives them. A bronze table written
+    before the key was read (or a test's frame) has no key column: NULL keys."""
     from pyspark.sql import functions as F
 
+    return df.select(
+        *[F.lit(None).cast("binary").alias(c) if c == "key" and c not in df.columns else c for c in BRONZE_COLUMNS]
+    )
+
+
+def decode_frame(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
+    """Bronze DataFrame (batch or stream) → decoded silver rows of all four kinds."""
     formats = {s.format for s in cfg.sources} | set(cfg.format_options) | {"auto"}
     contexts = {fmt: cfg.decode_context(fmt) for fmt in formats}
-    # a bronze table written before the key was read (or a test's frame) has no key column: NULL keys
-    columns = [F.lit(None).cast("binary").alias(c) if c == "key" and c not in df.columns else c for c in BRONZE_COLUMNS]
-    return df.select(*columns).mapInArrow(make_decode_batches(contexts, cfg.decode_context()), DECODED_DDL)
+    return bronze_input(df).mapInArrow(make_decode_batches(contexts, cfg.decode_context()), DECODED_DDL)
 
 
 # ---------------------------------------------------------------- writing the four tables
