@@ -16,6 +16,14 @@ protocol, log listing, planning) and on small jobs that leave cores idle. Tables
   raised, with a note naming its source table and mirror. Nothing of the batch is committed to the
   stream's checkpoint, so the batch is retried from it, and the idempotent steps
   (:mod:`pipelines.gold.batch`) make the retry apply each table once.
+* **Each table's garbage collected** (:func:`release_table`): a JVM object a DataFrame stands for
+  lives as long as its py4j proxy, and proxies sit in reference cycles (a proxy caches its methods,
+  which point back to it) that only Python's collector frees; Great Expectations' tracebacks add the
+  frames of the table's apply. A table's objects live for seconds, long enough to reach the oldest
+  generation, which Python collects rarely in a process that holds GE's 250,000 objects; meanwhile
+  the driver's heap keeps their plans, Delta snapshots and cached relations: 40 tables over two
+  batches left 2.0 GiB of it live, 0.45 GiB after one ``gc.collect()``, and 200 tables in one batch
+  filled a 3 GiB driver. A full collection costs about 0.1 s.
 
 The outcome equals the sequential apply: each table's steps run in order in one thread, and the
 results are returned in table order.
@@ -23,6 +31,7 @@ results are returned in table order.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -42,6 +51,12 @@ TXN_CONFS = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.wr
 #: the query cancels the jobs of every thread.
 _INHERITED_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 POOL_PREFIX = "lakecdc-gold-"
+
+
+def release_table() -> None:
+    """Free what a finished table's apply left in Python's reference cycles, and with it the JVM
+    objects (plans, snapshots, cached relations) their py4j proxies keep alive."""
+    gc.collect()
 
 
 class _Skipped:
@@ -74,6 +89,8 @@ def apply_all(
             except BaseException as exc:
                 _note(exc, describe(name), [])
                 raise
+            finally:
+                release_table()
         return out
     sc = spark.sparkContext
     inherited = {k: sc.getLocalProperty(k) for k in _INHERITED_PROPERTIES}
@@ -101,6 +118,8 @@ def apply_all(
         except BaseException:
             stop.set()
             raise
+        finally:
+            release_table()
 
     with ThreadPoolExecutor(max_workers=min(parallelism, len(names)), thread_name_prefix=POOL_PREFIX) as pool:
         futures = [pool.submit(run, name) for name in names]

@@ -92,7 +92,10 @@ class GXSession:
         if index_columns:
             fmt["unexpected_index_column_names"] = list(index_columns)
         batch = bd.get_batch(batch_parameters={"dataframe": df})
-        result = batch.validate(suite, result_format=fmt)
+        try:
+            result = batch.validate(suite, result_format=fmt)
+        finally:
+            forget_batch(batch)
         from great_expectations.core.run_identifier import RunIdentifier
 
         result.meta["lakecdc_run"] = run_name
@@ -101,6 +104,16 @@ class GXSession:
         result.meta["batch_spec"] = {**(result.meta.get("batch_spec") or {}), "data_asset_name": table}
         self.recent.append((table, run_name, result))
         return result
+
+
+def forget_batch(batch: Any) -> None:
+    """Drop a validated batch from GE's execution engine. GE keeps the last batch of every asset (its
+    Batch and its DataFrame) in the engine's batch manager for as long as the context lives; one asset
+    per table, so the driver kept a checked DataFrame per table, and with it the plan and the Delta
+    snapshots it read, beyond the Delta log cache's bound (``spark.databricks.delta.delta.log.cacheSize``)."""
+    manager = batch.data.execution_engine.batch_manager
+    manager.batch_cache.pop(batch.id, None)
+    manager.batch_data_cache.pop(batch.id, None)
 
 
 @contextmanager

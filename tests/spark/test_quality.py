@@ -7,9 +7,11 @@ with a fault injected on purpose (must catch exactly that fault).
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import re
 import shutil
 import subprocess
+import weakref
 from pathlib import Path
 
 import pytest
@@ -147,6 +149,22 @@ def test_fail_raises_naming_table_rule_and_five_examples(spark):
     assert "id_present" in msg and TABLE in msg and "8 of 16" in msg
     assert msg.count("e.g.") == 5 and "pos1" in msg
     assert info.value.results and info.value.results[0]["success"] is False
+
+
+def test_great_expectations_keeps_no_checked_frame_after_a_rule_fails(spark):
+    """GE's engine keeps the last batch of every asset (one per table) while its context lives; the
+    driver then held a checked DataFrame per table, and the plan and Delta snapshots under it."""
+    rules = parse_expectations([{"name": "id_present", "expect": "not_null", "column": "id", "action": "warn"}], "t")
+    typed = spark.createDataFrame(
+        [(None, "INSERT", "pos1", 0), (2, "INSERT", "pos2", 0)],
+        "id BIGINT, op STRING, bronze_position STRING, change_index INT",
+    )
+    [row] = [r for r in check_batch(spark, TABLE, typed, rules, "run1", 5).results if r["expectation"] == "id_present"]
+    assert row["success"] is False and row["unexpected_count"] == 1, "GE validated the frame"
+    checked = weakref.ref(typed)
+    del typed
+    gc.collect()
+    assert checked() is None, "a DataFrame GE validated is still referenced"
 
 
 def test_a_rule_on_a_missing_column_is_a_failed_result_naming_it(spark):
