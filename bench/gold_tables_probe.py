@@ -43,7 +43,11 @@ PROFILED = (
     ("pipelines.gold.stage", "write_results"),
     ("pipelines.gold.keyed", "count_changes"),
     ("pipelines.gold.keyed", "merge_keyed"),
+    ("pipelines.gold.parallel", "release_table"),
 )
+
+#: Wall seconds spent in each :data:`PROFILED` step since the last :func:`_take_step_seconds`.
+_STEP_SECONDS: dict[str, float] = {}
 
 
 def _label_steps(spark) -> None:
@@ -58,12 +62,21 @@ def _label_steps(spark) -> None:
         def labelled(*args, _inner=inner, _name=name, **kwargs):
             before = sc.getLocalProperty("spark.job.description")
             sc.setLocalProperty("spark.job.description", _name)
+            t0 = time.perf_counter()
             try:
                 return _inner(*args, **kwargs)
             finally:
+                _STEP_SECONDS[_name] = _STEP_SECONDS.get(_name, 0.0) + time.perf_counter() - t0
                 sc.setLocalProperty("spark.job.description", before)
 
         setattr(module, name, labelled)
+
+
+def _take_step_seconds() -> dict[str, float]:
+    """Seconds per step since the last call, largest first (and start counting again)."""
+    taken = {name: round(seconds, 2) for name, seconds in sorted(_STEP_SECONDS.items(), key=lambda kv: -kv[1])}
+    _STEP_SECONDS.clear()
+    return taken
 
 
 def _jobs_by_step(spark, first_job: int) -> dict[str, int]:
@@ -124,6 +137,7 @@ def probe(
         for batch_id, cond in enumerate((f"queue_pos < 'p#{half:012d}'", f"queue_pos >= 'p#{half:012d}'")):
             batch = spark.read.format("delta").load(silver).where(cond)
             jobs0, commits0, t0 = _jobs(spark), _commits(work / "wh"), time.perf_counter()
+            _take_step_seconds()
             stats = apply_gold_batch(spark, batch, batch_id, cfg, wh, "probe")
             seconds = time.perf_counter() - t0
             jobs, commits = _jobs(spark) - jobs0, _commits(work / "wh") - commits0
@@ -146,6 +160,7 @@ def probe(
             )
             if profile:
                 out["batches"][-1]["jobs_by_step"] = _jobs_by_step(spark, jobs0)
+                out["batches"][-1]["seconds_by_step"] = _take_step_seconds()
         diffs = compare(delivery.expected, export_warehouse(spark, wh), history.keys(), history.column_types())
         out["model_diffs"] = len(diffs)
         return out
@@ -159,7 +174,7 @@ def main() -> None:
     parser.add_argument("--tables", type=int, nargs="+", default=[1, 10, 25])
     parser.add_argument("--no-quality", action="store_true", help="quality_checks: false")
     parser.add_argument("--parallelism", type=int, default=None, help="gold.parallelism (default: the config's)")
-    parser.add_argument("--profile", action="store_true", help="count each step's Spark jobs")
+    parser.add_argument("--profile", action="store_true", help="count each step's Spark jobs and seconds")
     parser.add_argument(
         "--initial-rows",
         action="store_true",
