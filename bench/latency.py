@@ -192,6 +192,23 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[i]
 
 
+def stage_batches(queries) -> dict[str, dict]:
+    """Per streaming query, its recent micro-batches that read rows (Spark keeps the last 100 progress
+    reports): how many, the rows they read, and their seconds (median, max, sum): which stage the lag builds in."""
+    out = {}
+    for q in queries:
+        busy = [p for p in q.recentProgress if p.get("numInputRows")]
+        seconds = sorted((p.get("durationMs") or {}).get("triggerExecution", 0) / 1000 for p in busy)
+        out[q.name or str(q.id)] = {
+            "batches": len(busy),
+            "rows": sum(int(p["numInputRows"]) for p in busy),
+            "median_seconds": _round(seconds[len(seconds) // 2]) if seconds else None,
+            "max_seconds": _round(seconds[-1]) if seconds else None,
+            "sum_seconds": _round(sum(seconds)),
+        }
+    return out
+
+
 def _active(spark, name: str):
     return next((q for q in spark.streams.active if q.name == name), None)
 
@@ -253,6 +270,7 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
         idle_by = time.monotonic() + 180  # caught up; let the batch that got there finish its checks before stopping
         while time.monotonic() < idle_by and any(q.status.get("isTriggerActive") for q in spark.streams.active):
             time.sleep(1)
+        stages = stage_batches(spark.streams.active)
         for q in spark.streams.active:
             q.stop()
         runner.join(timeout=300)
@@ -292,6 +310,7 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
                 "p99_seconds": _round(p99),
                 "max_seconds": _round(max(finite)) if finite else None,
                 "histogram": _histogram(finite),
+                "stage_batches": stages,
             }
         ],
         "figures": [
