@@ -29,7 +29,7 @@ import re
 
 import yaml
 
-from bench.decode import SCHEMAS, _bronze, _histories, _noop
+from bench.decode import _bronze, _histories, _methods, _noop
 from pipelines.config import parse_config
 from pipelines.silver import decode_frame
 from pipelines.spark import get_spark
@@ -42,9 +42,6 @@ CANAL_VARIANT_SCHEMA = (
     "mysqlType MAP<STRING, STRING>, data ARRAY<MAP<STRING, VARIANT>>, old ARRAY<MAP<STRING, VARIANT>>, "
     "es VARIANT, id VARIANT"
 )
-
-#: A fraction's digits without trailing zeros, with its dot (empty when nothing is left), of ``$text``.
-_FRACTION = "regexp_extract($text, '(\\\\.[0-9]*[1-9])0*$', 1)"
 
 #: The family of a MySQL type ``t`` (lower case), once per column and message: 1 integer, 2 decimal,
 #: 3 datetime, 4 timestamp (epoch seconds), 5 bytes (Base64), 0 text.
@@ -88,11 +85,12 @@ def configured_sql(ctx, tables: list[tuple[str, str]]) -> tuple[str, str]:
     types, keys = [], []
     for db, table in tables:
         when = f"WHEN m.database = {lit(db)} AND m.table = {lit(table)}"
-        if ctx.column_types(db, table):
-            entries = ", ".join(f"{lit(c)}, {lit(t.lower())}" for c, t in ctx.column_types(db, table).items())
+        column_types, key = ctx.column_types(db, table), ctx.key_columns(db, table)
+        if column_types:
+            entries = ", ".join(f"{lit(c)}, {lit(t.lower())}" for c, t in column_types.items())
             types.append(f"{when} THEN map({entries})")
-        if ctx.key_columns(db, table):
-            keys.append(f"{when} THEN array({', '.join(lit(c) for c in ctx.key_columns(db, table))})")
+        if key:
+            keys.append(f"{when} THEN array({', '.join(lit(c) for c in key)})")
     return (
         f"CASE {' '.join(types)} ELSE map() END" if types else "map()",
         f"CASE {' '.join(keys)} ELSE array() END" if keys else "array()",
@@ -245,18 +243,15 @@ def main() -> None:
     print(json.dumps({"agreement, generated": agreement(spark, pool_bronze, cfg, generated=True)}), flush=True)
     pool_bronze.unpersist()
 
-    from pyspark.sql import functions as F
-
     bronze, n = _bronze(spark, {fmt: history.messages}, args.messages)
     configured, columns = configured_of(bronze, cfg), column_families(bronze)
+    section = _methods(fmt, cfg)  # the decode section's own: bare from_json, decode_frame
     methods = {
-        "from_json": lambda df: df.select(F.from_json(F.col("value").cast("string"), SCHEMAS[fmt]).alias("j")).select(
-            "j.*"
-        ),
+        "from_json": section["from_json"],
         "native_sql": lambda df: native_canal(df, configured),
         "native_sql_generated": lambda df: native_canal(df, configured, columns),
         "native_sql_no_value_rules": lambda df: native_canal(df, configured, rules=False),
-        "lakecdc": lambda df: decode_frame(df, cfg),
+        "lakecdc": section["lakecdc"],
     }
     rates = {}
     for name, make in methods.items():
