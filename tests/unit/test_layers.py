@@ -94,6 +94,8 @@ def imports_of(module: str) -> list[tuple[str, bool]]:
                 parts = target.split(".")
                 for i in range(1, len(parts) + 1):  # a.b.c runs a/__init__ and a/b/__init__ too
                     name = ".".join(parts[:i])
+                    if i < len(parts) and module.startswith(f"{name}."):
+                        continue  # the importer's own package ran before it: a sibling's import runs nothing more
                     if name in MODULES and name not in (module, PACKAGE):
                         found.append((name, nested))
             visit(child, inner)
@@ -212,6 +214,24 @@ def test_the_checker_sees_a_hidden_cycle(tmp_path, monkeypatch):
     finally:
         GRAPH.clear()
         GRAPH.update(GRAPH_BACKUP)
+
+
+def test_a_submodule_counts_its_own_package_only_when_it_names_it(tmp_path, monkeypatch):
+    """Importing a sibling (``pipelines.p.b`` from ``pipelines.p.a``) runs no ``__init__`` that had not run
+    before ``a`` itself, so it is no edge to ``pipelines.p``; naming the package (``from pipelines.p
+    import y``) is one, so a package that re-exports such a module is still seen in a cycle."""
+    files = {
+        "pipelines.p": ("__init__.py", "from pipelines.p.a import y\nfrom pipelines.p.c import z\n"),
+        "pipelines.p.a": ("a.py", "from pipelines.p.b import x\n\ny = x\n"),
+        "pipelines.p.b": ("b.py", "x = 1\n"),
+        "pipelines.p.c": ("c.py", "from pipelines.p import y\n\nz = y\n"),
+    }
+    for name, (file, text) in files.items():
+        (tmp_path / file).write_text(text)
+        monkeypatch.setitem(MODULES, name, tmp_path / file)
+    assert imports_of("pipelines.p.a") == [("pipelines.p.b", False)]
+    assert imports_of("pipelines.p.c") == [("pipelines.p", False)]
+    assert imports_of("pipelines.p") == [("pipelines.p.a", False), ("pipelines.p.c", False)]
 
 
 def test_public_runtime_functions_have_type_hints():
