@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "pipelines.formats",
             "pipelines.formats.*",
             "pipelines.values",
+            "pipelines.values.*",
             "pipelines.spark_schema",
             "pipelines.layout",
             "pipelines.sql",

@@ -1,0 +1,131 @@
+"""Canonical values: the exact text each column value takes in silver, whatever the vendor wrote.
+
+Decoders turn vendor encodings into this canon; gold casts the canon into the
+mirror's Delta type; ``lakecdc export`` prints it back. One table, used by all:
+
+==============  ==============================  =================================
+family          canonical text                  mirror (Delta) type
+==============  ==============================  =================================
+int             ``-123``                        BIGINT (INT for <= 32-bit types)
+uint64          ``10223372036854775806``        DECIMAL(20,0)
+decimal         ``9.999999999999999093266253``  DECIMAL(p,s); STRING if p > 38 or
+                (plain, trailing zeros kept)    no (p,s) was stated
+float           the number's text               DOUBLE
+bool            ``true`` / ``false``            BOOLEAN
+bytes           standard Base64                 BINARY
+date            ``YYYY-MM-DD``                  DATE
+datetime        ``YYYY-MM-DDTHH:MM:SS[.f]``     TIMESTAMP_NTZ (STRING above 6
+                (zone-less wall clock)          fraction digits)
+timestamp       ``YYYY-MM-DDTHH:MM:SS[.f]Z``    TIMESTAMP (UTC instant)
+time            ``HH:MM:SS[.f]``                STRING
+string / json   the text                        STRING
+==============  ==============================  =================================
+
+Fractions keep up to 9 digits with trailing zeros removed. Nothing here ever goes
+through a float.
+
+The contract decoders, gold and export share, one module per concern: :mod:`~pipelines.values.types`
+(type names → families → mirror types), :mod:`~pipelines.values.numbers` (int, uint64, decimal,
+float, bool), :mod:`~pipelines.values.binary` (bytes) and :mod:`~pipelines.values.times` (date,
+datetime, timestamp, time); :func:`canonical` here dispatches a plain value to its family's
+canonicaliser. Import every name from ``pipelines.values``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pipelines.errors import Reject
+from pipelines.values.binary import base64_from_byte_list, base64_from_bytes, base64_from_hex, canon_base64
+from pipelines.values.numbers import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_NUMBER_CHARS,
+    canon_bool,
+    canon_decimal,
+    canon_float,
+    canon_int,
+)
+from pipelines.values.times import (
+    EPOCH_DATE,
+    canon_date,
+    canon_instant,
+    canon_local_datetime,
+    canon_time,
+    date_from_epoch_days,
+    date_from_epoch_millis,
+    instant_from_epoch,
+    local_datetime_from_epoch,
+    parse_datetime_text,
+    time_from_micros,
+    time_zone,
+)
+from pipelines.values.types import MAX_TYPE_CHARS, TEXT_TYPES, family, is_known_type, parse_type, spark_type
+
+__all__ = [
+    "EPOCH_DATE",
+    "INT64_MAX",
+    "INT64_MIN",
+    "MAX_NUMBER_CHARS",
+    "MAX_TYPE_CHARS",
+    "TEXT_TYPES",
+    "base64_from_byte_list",
+    "base64_from_bytes",
+    "base64_from_hex",
+    "canon_base64",
+    "canon_bool",
+    "canon_date",
+    "canon_decimal",
+    "canon_float",
+    "canon_instant",
+    "canon_int",
+    "canon_local_datetime",
+    "canon_time",
+    "canonical",
+    "date_from_epoch_days",
+    "date_from_epoch_millis",
+    "datetime",  # the formats write V.datetime(1970, 1, 1)
+    "family",
+    "instant_from_epoch",
+    "is_known_type",
+    "local_datetime_from_epoch",
+    "parse_datetime_text",
+    "parse_type",
+    "spark_type",
+    "time_from_micros",
+    "time_zone",
+]
+
+
+def canonical(fam: str, value: object) -> str | None:
+    """Canonicalise a value that the vendor already wrote in the plain text of its family.
+
+    Formats with special encodings (epoch numbers, hex, byte lists) convert first with the
+    helpers above and call this only for the plain cases.
+    """
+    if value is None:
+        return None
+    if fam == "int":
+        return canon_int(value)
+    if fam == "uint64":
+        text = canon_int(value)
+        if not 0 <= int(text) < 2**64:
+            raise Reject(f"out of range for BIGINT UNSIGNED: {text}")
+        return text
+    if fam == "decimal":
+        return canon_decimal(value)
+    if fam == "float":
+        return canon_float(value)
+    if fam == "bool":
+        return canon_bool(value)
+    if fam == "bytes":
+        return canon_base64(str(value))
+    if fam == "date":
+        return canon_date(str(value))
+    if fam == "datetime":
+        return canon_local_datetime(str(value))
+    if fam == "timestamp":
+        return canon_instant(str(value))
+    if fam == "time":
+        return canon_time(str(value))
+    return value if isinstance(value, str) else str(value)

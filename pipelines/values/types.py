@@ -1,0 +1,314 @@
+"""Type names: a vendor's column type → its canonical family (``family``) and its mirror's Delta
+type (``spark_type``); ``parse_type`` reads the name, ``is_known_type`` tells configuration which
+names lakecdc maps on purpose. The table of families is in :mod:`pipelines.values`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+#: Longest type name accepted (a longer one is Reject): far above any real ``enum(...)``.
+MAX_TYPE_CHARS = 1024
+
+_INT_TYPES = {
+    "tinyint",
+    "smallint",
+    "mediumint",
+    "int",
+    "integer",
+    "bigint",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "int2",
+    "int4",
+    "long",
+    "short",
+    "byte",
+    "serial",
+    "bigserial",
+    "smallserial",
+    "year",
+}
+_SMALL_INT_TYPES = {
+    "tinyint",
+    "smallint",
+    "mediumint",
+    "int",
+    "integer",
+    "int8",
+    "int16",
+    "int32",
+    "int2",
+    "int4",
+    "short",
+    "byte",
+    "serial",
+    "smallserial",
+    "year",
+}
+_DECIMAL_TYPES = {"decimal", "numeric", "number", "dec", "bigdecimal", "money"}
+_FLOAT_TYPES = {
+    "float",
+    "double",
+    "real",
+    "double precision",
+    "float4",
+    "float8",
+    "float32",
+    "float64",
+    "binary_float",
+    "binary_double",
+}
+_BOOL_TYPES = {"bool", "boolean"}
+_BYTES_TYPES = {
+    "blob",
+    "tinyblob",
+    "mediumblob",
+    "longblob",
+    "binary",
+    "varbinary",
+    "bytea",
+    "raw",
+    "long raw",
+    "bytes",
+    "image",
+    "bfile",
+    "bit",
+}  # OMS writes BIT as Base64 (seeds 000, 001)
+_DATETIME_TYPES = {"datetime", "timestamp without time zone", "smalldatetime", "datetime2"}
+_TIMESTAMP_TYPES = {"timestamp", "timestamptz", "timestamp with time zone", "timestamp with local time zone", "instant"}
+_JSON_TYPES = {"json", "jsonb"}
+#: Type names whose values are kept as text (family ``string``) on purpose; any other name that
+#: :func:`family` reads as text is unknown to lakecdc (configuration refuses it: ``bignt``).
+TEXT_TYPES = frozenset(
+    {
+        # MySQL / OceanBase (OMS writes VAR_STRING in __light_type; DataWorks and Debezium write string)
+        "char",
+        "varchar",
+        "tinytext",
+        "text",
+        "mediumtext",
+        "longtext",
+        "enum",
+        "set",
+        "string",
+        "var_string",
+        "geometry",
+        "point",
+        "linestring",
+        "polygon",
+        "multipoint",
+        "multilinestring",
+        "multipolygon",
+        "geometrycollection",
+        # PostgreSQL / GaussDB
+        "character",
+        "character varying",
+        "bpchar",
+        "name",
+        "citext",
+        "uuid",
+        "xml",
+        "inet",
+        "cidr",
+        "macaddr",
+        "macaddr8",
+        "tsvector",
+        "tsquery",
+        "interval",
+        "bit varying",
+        "varbit",
+        "hstore",
+        "line",
+        "lseg",
+        "box",
+        "path",
+        "circle",
+        "int4range",
+        "int8range",
+        "numrange",
+        "tsrange",
+        "tstzrange",
+        "daterange",
+        "oid",
+        "time with time zone",
+        "timetz",
+        # Oracle
+        "varchar2",
+        "nvarchar2",
+        "nchar",
+        "clob",
+        "nclob",
+        "rowid",
+        "urowid",
+        "xmltype",
+        "interval year to month",
+        "interval day to second",
+        "zoned_datetime",
+        "interval_day_to_second",
+        "interval_year_to_month",
+        # SQL Server
+        "nvarchar",
+        "ntext",
+        "uniqueidentifier",
+        "sql_variant",
+        "hierarchyid",
+        "datetimeoffset",
+    }
+)
+
+#: Names this long or shorter are memoised; a longer one is parsed again (no cache holds hostile text).
+_CACHED_TYPE_CHARS = 128
+_TYPE_MODIFIERS = frozenset({"unsigned", "signed", "zerofill"})
+_BASE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_ ")
+
+
+def _short_cache(func):
+    """lru_cache for short type names only, so a stream of huge hostile names cannot fill memory."""
+    cached = lru_cache(maxsize=8192)(func)
+
+    def wrapper(source_type):
+        if source_type is not None and len(source_type) > _CACHED_TYPE_CHARS:
+            return func(source_type)
+        return cached(source_type)
+
+    wrapper.__doc__, wrapper.__name__, wrapper.__wrapped__ = func.__doc__, func.__name__, func
+    wrapper.cache_clear = cached.cache_clear
+    return wrapper
+
+
+def _split_zone_suffix(words: list[str]) -> tuple[list[str], str | None]:
+    """``[..., 'with', 'local', 'time', 'zone']`` → (the words before, ``'with local time zone'``)."""
+    for size in (4, 3):
+        tail = words[-size:]
+        if (
+            len(words) >= size
+            and tail[0] in ("with", "without")
+            and tail[-2:] == ["time", "zone"]
+            and (size == 3 or tail[1] == "local")
+        ):
+            return words[:-size], " ".join(tail)
+    return words, None
+
+
+def _parse_type_text(text: str) -> tuple[str, tuple[int, ...], bool] | None:
+    """The grammar ``base [(args)] [unsigned|signed|zerofill ...] [with[out] [local] time zone]``, or None.
+
+    Plain string splitting (no regular expression), so the cost is linear in the length whatever
+    the text: the former pattern backtracked for seconds on a name like ``"a" + 70 spaces + "!"``.
+    ``base`` is letters, ``_`` and single spaces; without parentheses its trailing modifier and
+    zone words are peeled off from the right.
+    """
+    head, paren, rest = text.partition("(")
+    if paren:
+        args_text, close, tail = rest.partition(")")
+        if not close:
+            return None
+        base = head.strip()
+        words, zone = _split_zone_suffix(tail.split())
+        modifiers = words
+        args = tuple(int(a) for a in args_text.replace(" ", "").split(",") if a.isascii() and a.isdigit())
+    else:
+        args = ()
+        words, zone = _split_zone_suffix(text.split())
+        cut = len(words)
+        while cut > 1 and words[cut - 1] in _TYPE_MODIFIERS:
+            cut -= 1
+        modifiers = words[cut:]
+        if not words:
+            return None
+        # the base keeps its own spacing: the text up to the end of its last word
+        end = 0
+        for word in words[:cut]:
+            end = text.index(word, end) + len(word)
+        base = text[:end].strip()
+    if not base or not set(base) <= _BASE_CHARS or any(m not in _TYPE_MODIFIERS for m in modifiers):
+        return None
+    if zone:
+        base = f"{base} {zone}"
+    return base, args, "unsigned" in modifiers
+
+
+@_short_cache
+def parse_type(source_type: str) -> tuple[str, tuple[int, ...], bool]:
+    """``'DECIMAL(38, 24) UNSIGNED'`` → (``'decimal'``, [38, 24], True). Unknown args are dropped.
+
+    A name outside the grammar of :func:`_parse_type_text` (``int8``, ``set('a)')``) comes back
+    whole, with no args: :func:`family` then reads it as one word (``int8`` is an int; others text).
+    """
+    text = source_type.strip().lower()
+    return _parse_type_text(text) or (text, (), False)
+
+
+def is_known_type(source_type: str) -> bool:
+    """True for a type name lakecdc maps on purpose: a known family, or a known text type (arrays of one).
+
+    Used by configuration, where a typo (``bignt``, ``decimal(12,2``) would otherwise silently
+    make the column STRING.
+    """
+    text = source_type.strip().lower()
+    if not text or len(text) > MAX_TYPE_CHARS:
+        return False
+    if text.endswith("[]"):
+        return is_known_type(text[:-2])
+    return family(text) != "string" or parse_type(text)[0] in TEXT_TYPES
+
+
+@_short_cache
+def family(source_type: str | None) -> str:
+    """The canonical family of a vendor type name (see the module table)."""
+    if not source_type:
+        return "string"
+    base, _args, unsigned = parse_type(source_type)
+    if base in _INT_TYPES:
+        return "uint64" if unsigned and base in ("bigint", "int64", "long") else "int"
+    if base in _DECIMAL_TYPES:
+        return "decimal"
+    if base in _FLOAT_TYPES:
+        return "float"
+    if base in _BOOL_TYPES:
+        return "bool"
+    if base in _BYTES_TYPES:
+        return "bytes"
+    if base == "date":
+        return "date"
+    if base in _DATETIME_TYPES:
+        return "datetime"
+    if base in _TIMESTAMP_TYPES:
+        return "timestamp"
+    if base in ("time", "time without time zone"):
+        return "time"
+    if base in _JSON_TYPES:
+        return "json"
+    return "string"
+
+
+@_short_cache
+def spark_type(source_type: str | None) -> str:
+    """The Delta column type (Spark SQL DDL) for a vendor type; see the module table."""
+    fam = family(source_type)
+    base, args, _ = parse_type(source_type or "")
+    if fam == "int":
+        return "INT" if base in _SMALL_INT_TYPES and not parse_type(source_type or "")[2] else "BIGINT"
+    if fam == "uint64":
+        return "DECIMAL(20,0)"
+    if fam == "decimal":
+        if args and 0 < args[0] <= 38:
+            scale = args[1] if len(args) > 1 else 0
+            return f"DECIMAL({args[0]},{min(scale, args[0])})"
+        return "STRING"
+    if fam == "float":
+        return "DOUBLE"
+    if fam == "bool":
+        return "BOOLEAN"
+    if fam == "bytes":
+        return "BINARY"
+    if fam == "date":
+        return "DATE"
+    if fam in ("datetime", "timestamp"):
+        if args and args[0] > 6:
+            return "STRING"
+        return "TIMESTAMP_NTZ" if fam == "datetime" else "TIMESTAMP"
+    return "STRING"
