@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("rules", ("pipelines.quality", "pipelines.quality.rules")),
-    ("config", ("pipelines.config",)),
+    ("config", ("pipelines.config", "pipelines.config.*")),
     ("stages", ("pipelines.quality.*", "pipelines.bronze", "pipelines.silver")),
     ("gold", ("pipelines.gold", "pipelines.gold.*")),
     ("orchestration", ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress")),

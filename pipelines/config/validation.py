@@ -1,49 +1,29 @@
-"""Pipeline configuration: one YAML file, validated with messages that name the bad field.
-
-See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
-
-    warehouse: ./warehouse          # local directory (default), or
-    catalog: main                   # Databricks: Unity Catalog catalog ...
-    schema: cdc                     # ... and schema; then `checkpoints:` is required (a volume path)
-    checkpoints: null               # default: <warehouse>/_checkpoints (local warehouse only)
-    trigger: available_now          # or: continuous (with processing_time)
-    processing_time: 10 seconds
-    status: {max_lag_seconds: 900, max_staleness_seconds: 3600}   # `lakecdc status` exits 1 beyond them
-    limits: {max_message_bytes: 16777216, max_depth: 64, max_width: 100000, max_elements: 1000000}
-    sources:
-      - name: shop_default
-        format: oms_default         # a format id, or auto
-        path: ./landing/shop_default    # landing directory of JSON-lines files, or:
-        kafka: {bootstrap_servers: 127.0.0.1:9092, topics: [shop], starting_offsets: earliest}
-    tables:
-      shop.orders:                  # <db>.<table> as the messages name it
-        key: [id]
-        columns: {id: bigint, amount: "decimal(38,24)", note: varchar(64)}
-        target: shop.orders         # mirror name (default: the same)
-        schema_changes: fail        # DROP/RENAME/narrowing: fail | quarantine | evolve | ignore
-        history: false              # true: also keep an SCD type 2 history (valid from/to)
-        invalid_values: null        # a zero date or other value the source holds as invalid: "null" | quarantine
-        expectations:               # Great Expectations rules: warn | drop | fail
-          - {name: amount_positive, expect: between, column: amount, min: 0, action: drop}
-
-Every error of a file is reported at once. Types are checked (a column type must be one lakecdc
-knows), YAML aliases may not expand into a bomb, and a secret written as a literal is warned about.
-The module is longer than 400 lines because it validates every field of the file in one place.
+"""Validation: :func:`parse_config` turns a parsed YAML document into a :class:`PipelineConfig`, checking
+each field's type and value with :class:`_Validator`, and reports every error of the document at once
+(each names the file and the field path).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from pipelines.config.locations import location_errors
+from pipelines.config.model import (
+    DEFAULT_GOLD_PARALLELISM,
+    DEFAULT_INVALID_VALUE_POLICY,
+    DEFAULT_SCHEMA_POLICY,
+    INVALID_VALUE_POLICIES,
+    MAX_GOLD_PARALLELISM,
+    SCHEMA_POLICIES,
+    KafkaSource,
+    PipelineConfig,
+    Source,
+    StatusThresholds,
+    TableConfig,
+)
+from pipelines.config.secrets import _warn_literal_secrets
 from pipelines.errors import ConfigError, Reject
 from pipelines.formats import ALL_FORMAT_IDS
 from pipelines.formats.base import (
@@ -51,42 +31,12 @@ from pipelines.formats.base import (
     DEFAULT_MAX_ELEMENTS,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_WIDTH,
-    DecodeContext,
-    TableSpec,
 )
 from pipelines.formats.confluent import registry_settings
 from pipelines.layout import LAYERS
 from pipelines.quality.rules import parse_duration, parse_expectations
 from pipelines.values import is_known_type
 
-log = logging.getLogger(__name__)
-
-__all__ = ["ConfigError"]  # defined in pipelines.errors (quality's rule parser raises it too)
-
-#: What gold does with a DROP, RENAME, narrowing or retype (``schema_changes``; see pipelines.gold.schema).
-SCHEMA_POLICIES = ("fail", "quarantine", "evolve", "ignore")
-DEFAULT_SCHEMA_POLICY = "fail"
-#: What gold does with a value the source itself holds as invalid (``invalid_values``): MySQL's zero
-#: dates ``0000-00-00 00:00:00``, which OMS passes on as they are, and dates OMS passes as their
-#: original text (seeds 000, 001). ``null``: the row applies with that column NULL and the built-in
-#: check ``cdc_invalid_value`` records table, key, column and raw text. ``quarantine``: the change
-#: goes to quarantine.
-INVALID_VALUE_POLICIES = ("null", "quarantine")
-DEFAULT_INVALID_VALUE_POLICY = "null"
-#: How many tables of a micro-batch gold applies at a time (``gold.parallelism``; pipelines.gold.parallel).
-DEFAULT_GOLD_PARALLELISM = 4
-MAX_GOLD_PARALLELISM = 64
-
-
-#: The stages in flow order: one per layer of the warehouse.
-STAGES = LAYERS
-#: With ``catalog:``, checkpoints have no default: ``<warehouse>/_checkpoints`` would be the driver's local
-#: disk, lost with the cluster, so every run would read every source again from the start.
-CHECKPOINTS_REQUIRED = (
-    "required with catalog: give checkpoints a durable path such as a Unity Catalog volume "
-    "(/Volumes/<catalog>/<schema>/<volume>/checkpoints); without it checkpoints land on the driver's "
-    "local disk and every run reads everything again"
-)
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _KAFKA_KEYS = {
     "bootstrap_servers",
@@ -110,195 +60,6 @@ _INTERVAL_RE = re.compile(
     r"(?:microsecond|millisecond|second|minute|hour|day|week)s?(?:\s+|$))+",
     re.I | re.ASCII,
 )
-#: Extra YAML nodes that aliases may add (``<<: *defaults`` for every table stays far below it; a
-#: billion-laughs anchor, hundreds of millions of nodes, is refused before anything is built).
-YAML_ALIAS_BUDGET = 100_000
-#: Last part of a setting name that holds a secret (``sasl.password``, ``client_secret`` ...).
-_SECRET_WORDS = {"password", "passwd", "pwd", "secret", "token", "credential", "credentials"}
-_SECRET_SUFFIXES = ("user.info", "jaas.config", "api.key", "apikey", "private.key", "access.key", "secret.key")
-
-
-@dataclass(frozen=True)
-class KafkaSource:
-    bootstrap_servers: str
-    topics: tuple[str, ...] = ()
-    topic_pattern: str | None = None
-    starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int | None = None
-    fail_on_data_loss: bool = True
-    security: Mapping[str, str] = field(default_factory=dict)  # values may be ${ENV_VAR}
-    options: Mapping[str, str] = field(default_factory=dict)  # extra kafka.* options
-
-
-@dataclass(frozen=True)
-class Source:
-    name: str
-    format: str
-    path: str | None = None
-    kafka: KafkaSource | None = None
-    freshness: str = "1 hour"  # data-quality: alert when the last event or heartbeat is older
-
-
-@dataclass(frozen=True)
-class TableConfig:
-    name: str  # "<db>.<table>" as messages name it
-    key: tuple[str, ...] = ()
-    columns: Mapping[str, str] = field(default_factory=dict)
-    target: str | None = None
-    expectations: tuple = ()  # pipelines.quality.Rule, validated at load
-    schema_changes: str | None = None  # DROP/RENAME/narrowing policy; None: the top-level one
-    history: bool = False  # keep an SCD type 2 history next to the mirror (pipelines.gold.history)
-    invalid_values: str | None = None  # null | quarantine; None: the top-level one
-
-
-@dataclass(frozen=True)
-class StatusThresholds:
-    """When ``lakecdc status`` exits 1 (None: not checked). ``max_lag_seconds``: the oldest message or
-    landing file bronze has not read yet is older than this. ``max_staleness_seconds``: a source's newest
-    change or heartbeat (source commit time) is older than this."""
-
-    max_lag_seconds: float | None = None
-    max_staleness_seconds: float | None = None
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    sources: tuple[Source, ...]
-    tables: Mapping[str, TableConfig]
-    warehouse: str = "./warehouse"
-    catalog: str | None = None
-    schema: str | None = None
-    schemas: Mapping[str, str] = field(default_factory=dict)  # a layer's own schema (bronze, silver, gold)
-    checkpoints: str | None = None
-    trigger: str = "available_now"
-    processing_time: str = "10 seconds"
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    max_depth: int = DEFAULT_MAX_DEPTH
-    max_width: int = DEFAULT_MAX_WIDTH  # elements of one JSON array / object in a message
-    max_elements: int = DEFAULT_MAX_ELEMENTS  # elements of one message, all levels
-    default_table: str | None = None  # for formats whose messages name no table (DebeziumSmt)
-    format_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    quality_checks: bool = True  # built-in CDC checks + Data Docs after each gold run
-    schema_changes: str = DEFAULT_SCHEMA_POLICY  # see pipelines.gold.schema
-    invalid_values: str = DEFAULT_INVALID_VALUE_POLICY  # see INVALID_VALUE_POLICIES
-    status: StatusThresholds = field(default_factory=StatusThresholds)  # `lakecdc status` alerts
-    gold_parallelism: int = DEFAULT_GOLD_PARALLELISM  # tables applied at a time (gold.parallelism)
-    origin: str = "<config>"
-
-    def decode_context(self, format_id: str | None = None) -> DecodeContext:
-        return DecodeContext(
-            tables={name.lower(): TableSpec(key=t.key, columns=dict(t.columns)) for name, t in self.tables.items()},
-            default_table=self.default_table,
-            max_message_bytes=self.max_message_bytes,
-            max_depth=self.max_depth,
-            max_width=self.max_width,
-            max_elements=self.max_elements,
-            options=dict(self.format_options.get(format_id or "", {})),
-        )
-
-    def source(self, name: str) -> Source:
-        for s in self.sources:
-            if s.name == name:
-                return s
-        raise ConfigError(f"{self.origin}: no source named {name!r}")
-
-
-#: A catalog or schema name: one part (the warehouse joins them with dots and quotes each).
-_CATALOG_NAME = re.compile(r"[^.`\s]+")
-
-
-def location_errors(cfg: PipelineConfig) -> list[tuple[str, str]]:
-    """(field, message) for each way the table and checkpoint locations do not go together."""
-    errors = []
-    if not cfg.catalog:
-        if cfg.schema or cfg.schemas:
-            errors.append(("schema", "schema and schemas name catalog tables: set catalog too (or --catalog)"))
-        return errors
-    named = [("catalog", cfg.catalog), ("schema", cfg.schema)] + [(f"schemas.{k}", n) for k, n in cfg.schemas.items()]
-    errors += [(at, f"{name!r} is not one name") for at, name in named if name and not _CATALOG_NAME.fullmatch(name)]
-    missing = [layer for layer in LAYERS if not (cfg.schemas.get(layer) or cfg.schema)]
-    if missing:
-        errors.append(("schema", f"with catalog, every layer needs a schema: set schema (or schemas.{missing[0]})"))
-    if not cfg.checkpoints:
-        errors.append(("checkpoints", f"{CHECKPOINTS_REQUIRED} (or pass --checkpoints)"))
-    for name, table in cfg.tables.items():
-        parts = table.target.split(".") if table.target else []
-        if len(parts) > 2 or any(not p or p.startswith("_") or not _CATALOG_NAME.fullmatch(p) for p in parts):
-            wrong = f"in a catalog, a target is <table> or <schema>.<table>, got {table.target!r}"
-            errors.append((f"tables.{name}.target", wrong))
-    return errors
-
-
-def check_locations(cfg: PipelineConfig) -> PipelineConfig:
-    """``cfg`` if its table and checkpoint locations go together (also after ``--catalog``/``--schema``/
-    ``--checkpoints`` replaced the file's), else ConfigError."""
-    errors = location_errors(cfg)
-    if errors:
-        raise ConfigError("; ".join(f"{cfg.origin}: {where}: {message}" for where, message in errors))
-    return cfg
-
-
-def load_config(path: str | os.PathLike) -> PipelineConfig:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read configuration {p}: {getattr(exc, 'strerror', None) or exc}") from None
-    loader = _BoundedLoader(text)
-    loader.name = str(p)  # errors name the file
-    try:
-        data = loader.get_single_data()
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{p}: YAML nested too deeply") from None
-    finally:
-        loader.dispose()
-    return parse_config(data, origin=str(p))
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a document whose aliases expand beyond :data:`YAML_ALIAS_BUDGET`
-    extra nodes (a billion-laughs anchor: seconds of work and a MemoryError later), or refer to
-    themselves; checked on the composed node graph, before any object is built."""
-
-    def compose_document(self):  # noqa: ANN201 - PyYAML's own hook
-        node = super().compose_document()
-        _check_alias_expansion(node, self.name)
-        return node
-
-
-def _check_alias_expansion(root: yaml.Node, name: str) -> None:
-    """Count the nodes of ``root`` with every alias expanded (memoised per node: linear in the graph)."""
-    sizes: dict[int, int] = {}
-    entered: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, leaving = stack.pop()
-        children = (
-            [n for pair in node.value for n in pair]
-            if isinstance(node, yaml.MappingNode)
-            else list(node.value)
-            if isinstance(node, yaml.SequenceNode)
-            else []
-        )
-        if leaving:
-            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
-            entered.discard(id(node))
-            continue
-        if id(node) in sizes:
-            continue
-        if id(node) in entered:
-            raise ConfigError(f"{name}: a YAML alias refers to the node that contains it (recursive structure)")
-        entered.add(id(node))
-        stack.append((node, True))
-        stack.extend((c, False) for c in children if id(c) not in sizes)
-    extra = sizes[id(root)] - len(sizes)
-    if extra > YAML_ALIAS_BUDGET:
-        raise ConfigError(
-            f"{name}: YAML aliases expand to {extra} more nodes, over the limit of "
-            f"{YAML_ALIAS_BUDGET} (an alias bomb?); write the repeated parts out"
-        )
 
 
 def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
@@ -641,46 +402,3 @@ class _Validator:
             invalid_values=invalid,
             history=self.boolean(t.get("history", False), f"{where}.history"),
         )
-
-
-def _warn_literal_secrets(document: Any, origin: str) -> None:
-    """Log a warning for each secret written as a literal (``sasl.password: hunter2``): write ``${VAR}``."""
-    stack: list[tuple[str, Any]] = [("", document)]
-    seen: set[int] = set()
-    while stack:
-        where, node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        for name, value in items:
-            path = f"{where}.{name}" if where else str(name)
-            if isinstance(value, (dict, list)):
-                stack.append((path, value))
-            elif (
-                isinstance(value, str)
-                and value.strip()
-                and _is_secret_name(str(name))
-                and not re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", value.strip())
-            ):
-                log.warning(
-                    "%s: %s holds a secret written in the file; write ${VAR} and set the environment "
-                    "variable VAR instead",
-                    origin,
-                    path,
-                )
-
-
-def _is_secret_name(name: str) -> bool:
-    lowered = name.lower()
-    return re.split(r"[._-]", lowered)[-1] in _SECRET_WORDS or lowered.endswith(_SECRET_SUFFIXES)
-
-
-def resolve_secret(value: str) -> str:
-    """``${NAME}`` → the environment variable NAME (Kafka SASL/SSL secrets never live in YAML)."""
-    m = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", value.strip())
-    if not m:
-        return value
-    if m.group(1) not in os.environ:
-        raise ConfigError(f"environment variable {m.group(1)} is not set (referenced by the configuration)")
-    return os.environ[m.group(1)]
