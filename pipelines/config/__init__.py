@@ -31,6 +31,8 @@ knows), YAML aliases may not expand into a bomb, and a secret written as a liter
 
 The package, bottom to top: :mod:`~pipelines.config.model` (the dataclasses and constants),
 :mod:`~pipelines.config.locations` (catalog, schemas, targets and checkpoints go together),
+:mod:`~pipelines.config.fields` (every key of the file with its type, default and description:
+what the validator allows, and the reference :func:`reference_markdown` renders),
 :mod:`~pipelines.config.secrets` (literal secrets warned about, ``${VAR}`` resolved),
 :mod:`~pipelines.config.validation` (:func:`parse_config`), :mod:`~pipelines.config.loading`
 (:func:`load_config`). Import every name from ``pipelines.config``.
@@ -38,6 +40,7 @@ The package, bottom to top: :mod:`~pipelines.config.model` (the dataclasses and 
 
 from __future__ import annotations
 
+from pipelines.config.fields import SECTIONS, reference_markdown
 from pipelines.config.loading import YAML_ALIAS_BUDGET, load_config
 from pipelines.config.locations import CHECKPOINTS_REQUIRED, check_locations, location_errors
 from pipelines.config.model import (
@@ -66,6 +69,7 @@ __all__ = [
     "INVALID_VALUE_POLICIES",
     "MAX_GOLD_PARALLELISM",
     "SCHEMA_POLICIES",
+    "SECTIONS",
     "STAGES",
     "YAML_ALIAS_BUDGET",
     "ConfigError",
@@ -78,5 +82,6 @@ __all__ = [
     "load_config",
     "location_errors",
     "parse_config",
+    "reference_markdown",
     "resolve_secret",
 ]

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from pipelines.config.fields import GOLD, KAFKA, LIMITS, SCHEMAS, SOURCE, STATUS, TABLE, TOP_LEVEL
 from pipelines.config.locations import location_errors
 from pipelines.config.model import (
     DEFAULT_GOLD_PARALLELISM,
@@ -33,21 +34,10 @@ from pipelines.formats.base import (
     DEFAULT_MAX_WIDTH,
 )
 from pipelines.formats.confluent import registry_settings
-from pipelines.layout import LAYERS
 from pipelines.quality.rules import parse_duration, parse_expectations
 from pipelines.values import is_known_type
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_KAFKA_KEYS = {
-    "bootstrap_servers",
-    "topics",
-    "topic_pattern",
-    "starting_offsets",
-    "max_offsets_per_trigger",
-    "fail_on_data_loss",
-    "security",
-    "options",
-}
 _LIMITS = {
     "max_message_bytes": DEFAULT_MAX_MESSAGE_BYTES,
     "max_depth": DEFAULT_MAX_DEPTH,
@@ -67,31 +57,9 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     errors of a document are reported together (one ConfigError listing each)."""
     v = _Validator(origin)
     root = v.mapping(data, "")
-    v.only(
-        root,
-        "",
-        {
-            "warehouse",
-            "catalog",
-            "schema",
-            "schemas",
-            "checkpoints",
-            "trigger",
-            "processing_time",
-            "limits",
-            "sources",
-            "tables",
-            "default_table",
-            "format_options",
-            "quality_checks",
-            "schema_changes",
-            "invalid_values",
-            "status",
-            "gold",
-        },
-    )
+    v.only(root, "", TOP_LEVEL.names())
     gold_raw = v.mapping(root.get("gold") or {}, "gold")
-    v.only(gold_raw, "gold", {"parallelism"})
+    v.only(gold_raw, "gold", GOLD.names())
     gold_parallelism = v.positive_int(
         gold_raw.get("parallelism", DEFAULT_GOLD_PARALLELISM), "gold.parallelism", DEFAULT_GOLD_PARALLELISM
     )
@@ -102,7 +70,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
             f"got {gold_parallelism}",
         )
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
-    v.only(limits_raw, "limits", set(_LIMITS))
+    v.only(limits_raw, "limits", LIMITS.names())
     limits = {k: v.positive_int(limits_raw.get(k, default), f"limits.{k}", default) for k, default in _LIMITS.items()}
     sources = tuple(
         s
@@ -129,7 +97,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     catalog = v.text(root.get("catalog"), "catalog", None)
     schema = v.text(root.get("schema"), "schema", None)
     schemas_raw = v.mapping(root.get("schemas") or {}, "schemas")
-    v.only(schemas_raw, "schemas", set(LAYERS))
+    v.only(schemas_raw, "schemas", SCHEMAS.names())
     schemas = {layer: v.text(name, f"schemas.{layer}", None) for layer, name in schemas_raw.items()}
     checkpoints = v.text(root.get("checkpoints"), "checkpoints", None)
     default_table = v.text(root.get("default_table"), "default_table", None)
@@ -251,7 +219,7 @@ class _Validator:
 
     def status(self, raw: Any, where: str) -> StatusThresholds:
         s = self.mapping(raw or {}, where)
-        self.only(s, where, {"max_lag_seconds", "max_staleness_seconds"})
+        self.only(s, where, STATUS.names())
         limits = {}
         for name in ("max_lag_seconds", "max_staleness_seconds"):
             value = s.get(name)
@@ -283,7 +251,7 @@ class _Validator:
         s = self.mapping(raw, where)
         if not s:
             return None
-        self.only(s, where, {"name", "format", "path", "kafka", "freshness"})
+        self.only(s, where, SOURCE.names())
         name = s.get("name")
         if not isinstance(name, str) or not _NAME_RE.match(name):
             self.fail(f"{where}.name", f"must be letters, digits, _ . - (got {name!r:.80})")
@@ -309,7 +277,7 @@ class _Validator:
 
     def kafka(self, raw: Any, where: str) -> KafkaSource:
         k = self.mapping(raw, where)
-        self.only(k, where, _KAFKA_KEYS)
+        self.only(k, where, KAFKA.names())
         servers = self.text(k.get("bootstrap_servers"), f"{where}.bootstrap_servers", "")
         given = k.get("topics") or []
         topics = self.sequence([given] if isinstance(given, str) else given, f"{where}.topics")
@@ -366,7 +334,7 @@ class _Validator:
 
     def table(self, name: str, raw: Any, where: str) -> TableConfig:
         t = self.mapping(raw or {}, where)
-        self.only(t, where, {"key", "columns", "target", "expectations", "schema_changes", "history", "invalid_values"})
+        self.only(t, where, TABLE.names())
         if "." not in name:
             self.fail(where, "table names are <db>.<table> as the messages name them")
         key = t.get("key") or []

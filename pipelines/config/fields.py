@@ -1,0 +1,309 @@
+"""The keys of the configuration file, declared once: every section's keys with their type, default and
+a one-line description. The validator allows exactly these keys (its "unknown field" checks), and
+:func:`reference_markdown` renders them as the configuration reference.
+
+A default is the YAML value a missing key stands for, or, in parentheses, what it means when it is
+not a plain value (``(required)``, ``(the top-level `schema_changes`)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipelines.config.model import (
+    DEFAULT_GOLD_PARALLELISM,
+    DEFAULT_INVALID_VALUE_POLICY,
+    DEFAULT_SCHEMA_POLICY,
+    INVALID_VALUE_POLICIES,
+    MAX_GOLD_PARALLELISM,
+    SCHEMA_POLICIES,
+)
+from pipelines.formats.base import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_ELEMENTS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_WIDTH,
+)
+from pipelines.layout import LAYERS
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key: its name, the type of its value as people read it, its default, what it does."""
+
+    name: str
+    type_text: str
+    default: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Section:
+    """The keys of one mapping of the file; ``name`` is where it sits (``""``: the top level)."""
+
+    name: str
+    doc: str
+    fields: tuple[Field, ...]
+
+    def names(self) -> set[str]:
+        return {f.name for f in self.fields}
+
+
+_SCHEMA_POLICY_TYPE = " | ".join(SCHEMA_POLICIES)
+_INVALID_VALUE_TYPE = " | ".join(INVALID_VALUE_POLICIES)
+_LIMIT_TYPE = "positive integer"
+
+TOP_LEVEL = Section(
+    "",
+    "The file is one mapping; `sources` is the only key without a default.",
+    (
+        Field("warehouse", "string (a directory)", "./warehouse", "Directory the tables live in (without `catalog`)."),
+        Field(
+            "catalog",
+            "string",
+            "null",
+            "Unity Catalog catalog of the tables; then every layer needs a schema, and `checkpoints` is required.",
+        ),
+        Field("schema", "string", "null", "Schema of the tables of every layer in the catalog."),
+        Field("schemas", "mapping (see `schemas`)", "{}", "A layer's own schema in the catalog, over `schema`."),
+        Field(
+            "checkpoints",
+            "string (a path)",
+            "(`<warehouse>/_checkpoints`; required with catalog)",
+            "Where the streams keep their checkpoints: a durable path such as a Unity Catalog volume.",
+        ),
+        Field(
+            "trigger",
+            "available_now | continuous",
+            "available_now",
+            "available_now: each stage runs until caught up, then stops; continuous: all stages run together.",
+        ),
+        Field(
+            "processing_time",
+            "string (a Spark trigger interval)",
+            "10 seconds",
+            "With `trigger: continuous` (and no `--once`), a micro-batch this often (`10 seconds`, `1 minute`).",
+        ),
+        Field("limits", "mapping (see `limits`)", "{}", "Sizes past which a message is quarantined."),
+        Field(
+            "sources",
+            "list of sources (see `sources[]`)",
+            "(required)",
+            "One entry per Kafka topic list or landing directory: at least one, names unique.",
+        ),
+        Field(
+            "tables",
+            "mapping: `<db>.<table>` → table (see `tables.<name>`)",
+            "{}",
+            "Per source table as the messages name it: key, column types, mirror name, policies, expectations.",
+        ),
+        Field(
+            "default_table",
+            "string (`<db>.<table>`)",
+            "null",
+            "The table of the messages of a format whose messages name none (oms_debezium_smt).",
+        ),
+        Field(
+            "format_options",
+            "mapping: format id → mapping",
+            "{}",
+            "A format's decoder options, e.g. `drs_avro: {schema: <.avsc file>}`, `source_time_zone`, "
+            "a schema registry's settings.",
+        ),
+        Field(
+            "quality_checks",
+            "true | false",
+            "true",
+            "Run the built-in CDC checks and write Data Docs after each gold run.",
+        ),
+        Field(
+            "schema_changes",
+            _SCHEMA_POLICY_TYPE,
+            DEFAULT_SCHEMA_POLICY,
+            "What DROP COLUMN, RENAME, narrowing and unrelated type changes do to the mirrors.",
+        ),
+        Field(
+            "invalid_values",
+            _INVALID_VALUE_TYPE,
+            DEFAULT_INVALID_VALUE_POLICY,
+            "A value the source holds as invalid (a zero date): NULL and a check result, or the change quarantined.",
+        ),
+        Field("status", "mapping (see `status`)", "{}", "When `lakecdc status` exits 1."),
+        Field("gold", "mapping (see `gold`)", "{}", "How gold applies a micro-batch."),
+    ),
+)
+
+GOLD = Section(
+    "gold",
+    "How gold applies the mirrors a micro-batch touches.",
+    (
+        Field(
+            "parallelism",
+            f"positive integer, at most {MAX_GOLD_PARALLELISM}",
+            str(DEFAULT_GOLD_PARALLELISM),
+            "Tables applied at a time (threads, each with its own Spark session); 1: one after another.",
+        ),
+    ),
+)
+
+LIMITS = Section(
+    "limits",
+    "A message past any of these is quarantined, not decoded.",
+    (
+        Field("max_message_bytes", _LIMIT_TYPE, str(DEFAULT_MAX_MESSAGE_BYTES), "Bytes of one message."),
+        Field("max_depth", _LIMIT_TYPE, str(DEFAULT_MAX_DEPTH), "Nesting depth of one JSON message."),
+        Field("max_width", _LIMIT_TYPE, str(DEFAULT_MAX_WIDTH), "Elements of one JSON array or object."),
+        Field("max_elements", _LIMIT_TYPE, str(DEFAULT_MAX_ELEMENTS), "Elements of one message, all levels."),
+    ),
+)
+
+STATUS = Section(
+    "status",
+    "Thresholds of `lakecdc status` (null: not checked); `--max-lag-seconds` and `--max-staleness-seconds` "
+    "override them.",
+    (
+        Field(
+            "max_lag_seconds",
+            "positive number of seconds",
+            "null",
+            "Exit 1 when the oldest message or landing file bronze has not read yet is older.",
+        ),
+        Field(
+            "max_staleness_seconds",
+            "positive number of seconds",
+            "null",
+            "Exit 1 when a source's newest change or heartbeat (source commit time) is older.",
+        ),
+    ),
+)
+
+SCHEMAS = Section(
+    "schemas",
+    "With `catalog`: a layer's own schema; a layer not named here uses `schema`.",
+    tuple(
+        Field(layer, "string", "(the top-level `schema`)", f"Schema of the {layer} tables (it must exist).")
+        for layer in LAYERS
+    ),
+)
+
+SOURCE = Section(
+    "sources[]",
+    "One queue or landing directory: give exactly one of `path` and `kafka`.",
+    (
+        Field("name", "string: letters, digits, `_ . -`", "(required)", "The source's name, unique in the file."),
+        Field("format", "a format id (`lakecdc formats`) or auto", "(required)", "How its messages are written."),
+        Field(
+            "path",
+            "string (a directory)",
+            "null",
+            "Landing directory of JSON-lines files, one message per line.",
+        ),
+        Field("kafka", "mapping (see `sources[].kafka`)", "null", "Read Kafka topics instead of a directory."),
+        Field(
+            "freshness",
+            "string (a duration)",
+            "1 hour",
+            "Data quality alerts when the source's last event or heartbeat is older.",
+        ),
+    ),
+)
+
+KAFKA = Section(
+    "sources[].kafka",
+    "A Kafka source: give exactly one of `topics` and `topic_pattern`.",
+    (
+        Field("bootstrap_servers", "string (host:port, ...)", "(required)", "The brokers to connect to."),
+        Field("topics", "list of strings (or one string)", "[]", "The topics to read."),
+        Field("topic_pattern", "string (a regular expression)", "null", "Read every topic whose name matches."),
+        Field(
+            "starting_offsets",
+            "earliest | latest | JSON offsets per partition",
+            "earliest",
+            'Where a stream with no checkpoint starts, e.g. `{"topic": {"0": 23, "1": -2}}`.',
+        ),
+        Field(
+            "max_offsets_per_trigger",
+            "positive integer",
+            "null",
+            "At most this many messages per micro-batch (null: no limit).",
+        ),
+        Field(
+            "fail_on_data_loss",
+            "true | false",
+            "true",
+            "Stop loudly when messages were aged out of the topic before they were read.",
+        ),
+        Field(
+            "security",
+            "mapping: setting → string",
+            "{}",
+            "kafka.* security settings (SASL, SSL); a value `${VAR}` is read from the environment.",
+        ),
+        Field("options", "mapping: setting → string", "{}", "Other kafka.* client options."),
+    ),
+)
+
+TABLE = Section(
+    "tables.<name>",
+    "A source table, named `<db>.<table>` as its messages name it.",
+    (
+        Field(
+            "key",
+            "list of column names (or `a, b`)",
+            "[]",
+            "The primary key, used where messages carry none; its columns must be among `columns`.",
+        ),
+        Field(
+            "columns",
+            "mapping: column → type",
+            "{}",
+            "Column types as the source database names them (bigint, decimal(12,2), varchar(64), datetime, "
+            "...); they win over the messages' own.",
+        ),
+        Field(
+            "target",
+            "string",
+            "(the source table's name)",
+            "The mirror's name; in a catalog `<table>` or `<schema>.<table>`.",
+        ),
+        Field(
+            "expectations",
+            "list of rules",
+            "[]",
+            "Great Expectations rules: name, expect, column ..., action warn | drop | fail.",
+        ),
+        Field(
+            "schema_changes",
+            _SCHEMA_POLICY_TYPE,
+            "(the top-level `schema_changes`)",
+            "This table's policy for DROP COLUMN, RENAME, narrowing and unrelated type changes.",
+        ),
+        Field("history", "true | false", "false", "Also keep an SCD type 2 history (valid from/to) of the mirror."),
+        Field(
+            "invalid_values",
+            _INVALID_VALUE_TYPE,
+            "(the top-level `invalid_values`)",
+            "This table's policy for a value the source holds as invalid.",
+        ),
+    ),
+)
+
+#: Every section, in the order of the reference.
+SECTIONS = (TOP_LEVEL, SOURCE, KAFKA, TABLE, SCHEMAS, LIMITS, STATUS, GOLD)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def reference_markdown() -> str:
+    """The configuration reference as Markdown: per section a heading, a line and a table of its keys."""
+    lines: list[str] = []
+    for section in SECTIONS:
+        lines += [f"## `{section.name}`" if section.name else "## Top level", "", section.doc, ""]
+        lines += ["| key | type | default | description |", "| --- | --- | --- | --- |"]
+        for f in section.fields:
+            default = f.default[1:-1] if f.default.startswith("(") else f"`{f.default}`"
+            lines.append(f"| `{f.name}` | {_cell(f.type_text)} | {_cell(default)} | {_cell(f.doc)} |")
+        lines.append("")
+    return "\n".join(lines)
