@@ -1,0 +1,86 @@
+"""What the command bodies share: progress lines on stderr (per stage and per micro-batch) and the
+configuration a command works on (``--conf`` with ``--catalog``/``--schema``/``--checkpoints``, or
+``--warehouse``, or ``--table``/``--key``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def _progress(message: str) -> None:
+    print(f"[lakecdc] {message}", file=sys.stderr, flush=True)
+
+
+def _reporter(is_tty: bool | None = None):
+    """Per-batch progress: printed by :func:`_progress` when stderr is a terminal, else only logged (INFO)."""
+    from pipelines.progress import ProgressReporter
+
+    return ProgressReporter(emit=_progress, is_tty=sys.stderr.isatty() if is_tty is None else is_tty)
+
+
+@contextmanager
+def _batch_progress(spark, enabled: bool = True) -> Iterator:
+    """Report each micro-batch of the streams run inside the block (rows, batches, lag). Yields the stage
+    printer to give the runner: it prints a stage's batches before the stage's next line. A continuous run
+    (``enabled`` false) reports its batches itself."""
+    from pipelines.progress import batch_progress
+
+    if not enabled:
+        yield _progress
+        return
+    with batch_progress(spark, _reporter()) as listener:
+
+        def stage_line(message: str) -> None:
+            listener.drain()
+            _progress(message)
+
+        yield stage_line
+
+
+def _target_warehouse(args: argparse.Namespace):
+    """(Warehouse, PipelineConfig) of --conf, or of --warehouse with an empty configuration."""
+    from pipelines.config import PipelineConfig, check_locations, load_config
+    from pipelines.warehouse import Warehouse
+
+    if args.conf:
+        cfg = check_locations(load_config(args.conf))
+        wh = Warehouse.from_config(cfg)
+        if not wh.catalog and not Path(wh.root).is_dir():
+            raise FileNotFoundError(f"--conf {args.conf}: its warehouse {wh.root} does not exist (nothing ran yet?)")
+        return wh, cfg
+    wh = Warehouse(args.warehouse)
+    if not Path(wh.root).is_dir():
+        raise FileNotFoundError(f"--warehouse {args.warehouse}: no such directory")
+    return wh, PipelineConfig(sources=(), tables={}, warehouse=wh.root)
+
+
+def _context_config(args, format_id: str, source_path: str | None = None):
+    """A PipelineConfig from --conf plus --table/--key, with one source for ``format_id``."""
+    from dataclasses import replace
+
+    from pipelines.config import ConfigError, PipelineConfig, Source, TableConfig, load_config
+
+    cfg = load_config(args.conf) if getattr(args, "conf", None) else PipelineConfig(sources=(), tables={})
+    tables = dict(cfg.tables)
+    for item in args.key:
+        name, eq, cols = item.partition("=")
+        if not eq or "." not in name or not cols:
+            raise ConfigError(f"--key {item!r}: expected DB.TABLE=COL1,COL2")
+        old = tables.get(name)
+        tables[name] = TableConfig(
+            name=name,
+            key=tuple(c.strip() for c in cols.split(",") if c.strip()),
+            columns=old.columns if old else {},
+            target=old.target if old else None,
+        )
+    if args.table and "." not in args.table:
+        raise ConfigError(f"--table {args.table!r}: expected DB.TABLE")
+    sources = cfg.sources
+    if source_path is not None:
+        sources = (Source(name=f"replay_{format_id}", format=format_id, path=source_path),)
+    return replace(cfg, tables=tables, default_table=args.table or cfg.default_table, sources=sources)
