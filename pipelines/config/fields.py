@@ -143,6 +143,19 @@ GOLD = Section(
             str(DEFAULT_GOLD_PARALLELISM),
             "Tables applied at a time (threads, each with its own Spark session); 1: one after another.",
         ),
+        Field(
+            "max_delay",
+            "duration",
+            "5 minutes",
+            "Continuous runs: a mirror is merged at the latest when its oldest waiting change is this old "
+            "(a table's own `max_delay` overrides it). Runs until caught up merge every mirror.",
+        ),
+        Field(
+            "max_pending",
+            "positive integer",
+            "1000",
+            "Continuous runs: a mirror is merged as soon as this many of its changes wait (a hot table: every batch).",
+        ),
     ),
 )
 
@@ -279,6 +292,12 @@ TABLE = Section(
             "This table's policy for DROP COLUMN, RENAME, narrowing and unrelated type changes.",
         ),
         Field("history", "true | false", "false", "Also keep an SCD type 2 history (valid from/to) of the mirror."),
+        Field(
+            "max_delay",
+            "duration",
+            "(`gold.max_delay`)",
+            "Continuous runs: the longest this table's changes wait before its mirror is merged.",
+        ),
         Field(
             "invalid_values",
             _INVALID_VALUE_TYPE,

@@ -29,6 +29,10 @@ DEFAULT_SCHEMA_POLICY = "fail"
 #: goes to quarantine.
 INVALID_VALUE_POLICIES = ("null", "quarantine")
 DEFAULT_INVALID_VALUE_POLICY = "null"
+#: Continuous runs (pipelines.gold.due): the longest a change waits before its mirror is merged, and the
+#: waiting changes that merge a mirror at once.
+DEFAULT_GOLD_MAX_DELAY = "5 minutes"
+DEFAULT_GOLD_MAX_PENDING = 1000
 #: How many tables of a micro-batch gold applies at a time (``gold.parallelism``; pipelines.gold.parallel).
 DEFAULT_GOLD_PARALLELISM = 4
 MAX_GOLD_PARALLELISM = 64
@@ -69,6 +73,7 @@ class TableConfig:
     schema_changes: str | None = None  # DROP/RENAME/narrowing policy; None: the top-level one
     history: bool = False  # keep an SCD type 2 history next to the mirror (pipelines.gold.history)
     invalid_values: str | None = None  # null | quarantine; None: the top-level one
+    max_delay: float | None = None  # seconds: freshness budget of continuous runs; None: gold.max_delay
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,8 @@ class PipelineConfig:
     invalid_values: str = DEFAULT_INVALID_VALUE_POLICY  # see INVALID_VALUE_POLICIES
     status: StatusThresholds = field(default_factory=StatusThresholds)  # `lakecdc status` alerts
     gold_parallelism: int = DEFAULT_GOLD_PARALLELISM  # tables applied at a time (gold.parallelism)
+    gold_max_delay: float = 300.0  # seconds (gold.max_delay): in continuous runs a mirror's changes wait at most this long
+    gold_max_pending: int = DEFAULT_GOLD_MAX_PENDING  # continuous runs: this many waiting changes merge a mirror
     origin: str = "<config>"
 
     def decode_context(self, format_id: str | None = None) -> DecodeContext:

@@ -12,6 +12,8 @@ from typing import Any
 from pipelines.config.fields import GOLD, KAFKA, LIMITS, SCHEMAS, SOURCE, STATUS, TABLE, TOP_LEVEL
 from pipelines.config.locations import location_errors
 from pipelines.config.model import (
+    DEFAULT_GOLD_MAX_DELAY,
+    DEFAULT_GOLD_MAX_PENDING,
     DEFAULT_GOLD_PARALLELISM,
     DEFAULT_INVALID_VALUE_POLICY,
     DEFAULT_SCHEMA_POLICY,
@@ -69,6 +71,10 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
             f"at most {MAX_GOLD_PARALLELISM} tables at a time (each one is a thread with its own Spark session), "
             f"got {gold_parallelism}",
         )
+    gold_max_delay = v.duration(gold_raw.get("max_delay", DEFAULT_GOLD_MAX_DELAY), "gold.max_delay") or 300.0
+    gold_max_pending = v.positive_int(
+        gold_raw.get("max_pending", DEFAULT_GOLD_MAX_PENDING), "gold.max_pending", DEFAULT_GOLD_MAX_PENDING
+    )
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits_raw, "limits", LIMITS.names())
     limits = {k: v.positive_int(limits_raw.get(k, default), f"limits.{k}", default) for k, default in _LIMITS.items()}
@@ -132,6 +138,8 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         ),
         status=v.status(root.get("status"), "status"),
         gold_parallelism=gold_parallelism,
+        gold_max_delay=gold_max_delay,
+        gold_max_pending=gold_max_pending,
         origin=origin,
     )
     for where, message in location_errors(config):
@@ -228,6 +236,11 @@ class _Validator:
                 value = None
             limits[name] = value
         return StatusThresholds(**limits)
+
+    def duration(self, value: Any, where: str) -> float | None:
+        """A duration (``5 minutes``, ``90 seconds``, or a number of seconds) in seconds."""
+        parsed = self.rule(parse_duration, value, f"{self.origin}: {where}")
+        return None if parsed is None else parsed.total_seconds()
 
     def positive_int(self, value: Any, where: str, default: int = 1) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -369,4 +382,5 @@ class _Validator:
             schema_changes=policy,
             invalid_values=invalid,
             history=self.boolean(t.get("history", False), f"{where}.history"),
+            max_delay=self.duration(t["max_delay"], f"{where}.max_delay") if "max_delay" in t else None,
         )
