@@ -108,7 +108,7 @@ class PipelineConfig:
     invalid_values: str = DEFAULT_INVALID_VALUE_POLICY  # see INVALID_VALUE_POLICIES
     status: StatusThresholds = field(default_factory=StatusThresholds)  # `lakecdc status` alerts
     gold_parallelism: int = DEFAULT_GOLD_PARALLELISM  # tables applied at a time (gold.parallelism)
-    gold_max_delay: float = 300.0  # seconds (gold.max_delay): in continuous runs a mirror's changes wait at most this long
+    gold_max_delay: float = 300.0  # seconds (gold.max_delay): in continuous runs, a mirror's changes' longest wait
     gold_max_pending: int = DEFAULT_GOLD_MAX_PENDING  # continuous runs: this many waiting changes merge a mirror
     origin: str = "<config>"
 
