@@ -20,6 +20,8 @@ Delta's and Kafka's jars come from Maven Central: the first start resolves them 
 an Ivy cache under the build dir, and records the resolved jar list; later starts put those jars on
 the classpath directly and resolve nothing.
 
+What the driver logs (ERROR on a console, WARN with ``lakecdc -v``) is set in :mod:`pipelines.spark_logs`.
+
 Build and cache dirs never depend on where the package is installed (an installed wheel
 would write into site-packages): ``$LAKECDC_BUILD_DIR``, else ``./build`` under the current
 working directory, with a per-cache env var on top (``$LAKECDC_IVY_DIR``, ...).
@@ -34,8 +36,12 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pipelines.spark_logs import log4j2_file, quiet_loggers, spark_log_level
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -282,67 +288,75 @@ def get_spark(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # only loopback, never the LAN
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's pyarrow
 
+    level = spark_log_level(submitted)
     conf = {**_PIPELINE_CONF, **(_LOCAL_CONF if local else {})}
     if submitted:
         _require_delta_on_driver()
     else:
-        conf.update(_launch_conf(local), **{"spark.app.name": app_name})
+        conf.update(_launch_conf(local, level), **{"spark.app.name": app_name})
     conf = {key: value for key, value in conf.items() if key not in outside}
     if not submitted:
         jars = _with_cached_jars(outside.get("spark.jars"), outside.get("spark.jars.packages"))
         if jars:
             conf["spark.jars"] = jars
     conf.update(extra_conf or {})
+    scratch = {}
+    if local and not submitted and "spark.local.dir" not in conf and "spark.local.dir" not in outside:
+        # the local JVM's scratch dir, given as Spark's environment variable: as spark.local.dir,
+        # SparkConf warns at every start that a cluster manager would override it
+        scratch = {"SPARK_LOCAL_DIRS": str(_spark_tmp())}
 
     builder = SparkSession.builder
     if master is not None:
         builder = builder.master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("LAKECDC_SPARK_LOG_LEVEL", "WARN"))
-    _quiet_loggers(spark)
+    with _launch_environment(scratch):
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(level)
+    quiet_loggers(spark)
     return spark
 
 
-#: Loggers whose ERROR or WARN lines report no problem: Delta plans a read of a table with deletion vectors with its
-#: internal ``__delta_internal_is_row_deleted`` filter, which Parquet cannot take, logs "Failed to translate
-#: filter" at ERROR, and filters the rows itself (delta-io/delta#2576: pushdown is off with deletion vectors).
-#: The scheduler warns once per FAIR pool it creates on first use: gold's pools (pipelines.gold.parallel) are
-#: made that way on purpose, with the default weight, so the warning is dropped and its errors kept.
-#: Gold releases the checkpoint of each table's MERGE source once its MERGEs end
-#: (``pipelines.delta_writes.checkpointed``), and Spark warns at each release that a local checkpoint cannot
-#: be recomputed: once per table and batch, about nothing anyone needs to act on.
-QUIET_LOGGERS = {
-    "org.apache.spark.sql.delta.DeltaParquetFileFormat": "OFF",
-    "org.apache.spark.scheduler.FairSchedulableBuilder": "ERROR",
-    "org.apache.spark.rdd.MapPartitionsRDD": "ERROR",
-}
-
-
-def _quiet_loggers(spark: SparkSession) -> None:
-    """Set the levels of :data:`QUIET_LOGGERS` in the driver's JVM (local executors share it)."""
-    try:
-        jvm = spark.sparkContext._jvm
-        for name, level in QUIET_LOGGERS.items():
-            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-                name, jvm.org.apache.logging.log4j.Level.getLevel(level)
-            )
-    except Exception:  # noqa: BLE001 - a runtime with another logging backend keeps its lines
-        log.debug("could not quiet %s", ", ".join(QUIET_LOGGERS))
-
-
-def _launch_conf(local: bool) -> dict[str, str]:
-    """Settings that only take effect when this process starts the driver's JVM."""
+def _spark_tmp() -> Path:
+    """The driver's scratch dir: Derby, the log4j2 file, a local JVM's shuffle and spill files."""
     tmp = build_dir() / "spark-tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    conf = {"spark.driver.extraJavaOptions": f"-Dderby.system.home={tmp}"}
-    if local:  # a cluster manager sets the executors' scratch dirs itself
-        conf["spark.local.dir"] = str(tmp)
+    return tmp
+
+
+def _java_option(name: str, value: Path) -> str:
+    """``-Dname=value`` as ``spark.driver.extraJavaOptions`` splits it (double quotes keep a space)."""
+    return f'-D{name}="{value}"' if " " in str(value) else f"-D{name}={value}"
+
+
+def _launch_conf(local: bool, level: str) -> dict[str, str]:
+    """Settings that only take effect when this process starts the driver's JVM: Derby's home and the
+    log4j2 file in the scratch dir, and the driver's memory."""
+    tmp = _spark_tmp()
+    options = [
+        _java_option("derby.system.home", tmp),
+        _java_option("log4j2.configurationFile", log4j2_file(tmp, level)),
+    ]
+    conf = {"spark.driver.extraJavaOptions": " ".join(options)}
     memory = os.environ.get("LAKECDC_DRIVER_MEMORY") or ("3g" if local else None)
     if memory:
         conf["spark.driver.memory"] = memory
     return conf
+
+
+@contextmanager
+def _launch_environment(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` in the environment while the JVM is launched (it copies the environment), then
+    as they were: the variables are for that JVM, not for this process's other children."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update({name: value for name, value in variables.items() if before[name] is None})
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
 
 
 def _with_cached_jars(jars: str | None, packages: str | None) -> str | None:

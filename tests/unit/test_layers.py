@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "pipelines.mirror_columns",
             "pipelines.delta_writes",
             "pipelines.spark",
+            "pipelines.spark_logs",
             "pipelines.kafka_offsets",
         ),
     ),
