@@ -29,6 +29,11 @@ from pipelines.formats import ALL_FORMAT_IDS
 
 log = logging.getLogger("lakecdc")
 
+#: Libraries whose Python loggers show errors on the console, and warnings too with ``-v``, like Spark's JVM
+#: (:func:`pipelines.spark_logs.spark_log_level`); their INFO lines are their own bookkeeping (GE: hundreds
+#: per run about its docs decorators; py4j: each callback).
+LIBRARY_LOGGERS = ("py4j", "pyspark", "great_expectations")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
@@ -40,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.verbose:
         logging.getLogger("pipelines").setLevel(logging.INFO)
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING if args.verbose else logging.ERROR)
     try:
         return args.func(args)
     except KeyboardInterrupt:

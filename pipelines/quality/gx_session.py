@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import threading
 from collections import deque
@@ -29,11 +30,17 @@ if TYPE_CHECKING:
 MAX_EXAMPLES = 5
 
 
+#: A GE logger that GE itself sets to INFO when imported, to announce the temporary directory of an
+#: ephemeral context's docs site; reset, it follows the level of ``great_expectations`` (see ``pipelines.cli``).
+_GE_INFO_LOGGER = "great_expectations.data_context.types.base"
+
+
 def great_expectations() -> ModuleType:
     """The ``great_expectations`` module, imported on first use (it is slow) with analytics off."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
 
+    logging.getLogger(_GE_INFO_LOGGER).setLevel(logging.NOTSET)
     return gx
 
 
@@ -50,7 +57,9 @@ class GXSession:
         self.gx = gx
         self.ctx = gx.get_context(mode="ephemeral")
         self.ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-        self.source = self.ctx.data_sources.add_spark(name="lakecdc")
+        # persist=False: GE would persist each frame it validates, which :func:`cached` already did
+        # (Spark warns "Asked to cache already cached data" at each second persist)
+        self.source = self.ctx.data_sources.add_spark(name="lakecdc", persist=False)
         self.batch_definitions: dict[str, Any] = {}
         #: (table, run name, validation result) of this process, newest last, for Data Docs.
         self.recent: deque = deque(maxlen=500)
@@ -119,7 +128,8 @@ def forget_batch(batch: Any) -> None:
 @contextmanager
 def cached(df: DataFrame) -> Iterator[DataFrame]:
     """Persist ``df`` for a validation (GE computes several metrics over the same frame) unless the
-    caller already did (then leave it cached)."""
+    caller already did (then leave it cached). Every frame lakecdc validates is cached here, so GE's own
+    persist is off (:class:`GXSession`)."""
     if df.is_cached:
         yield df
         return
