@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_dq)
 
     f = sub.add_parser("formats", help="list the supported formats: ordering, table and key, types, quirks")
-    f.add_argument("--markdown", action="store_true", help="as README's Markdown table")
+    f.add_argument("--markdown", action="store_true", help="as Markdown: a section per format (docs/formats.md)")
     f.set_defaults(func=cmd_formats)
     return p
 

@@ -53,7 +53,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_formats(args: argparse.Namespace) -> int:
+def format_rows() -> list[tuple[str, str, str, str, str, tuple[str, ...]]]:
+    """(id, seeds, ordering, table and key, types, quirks) of every format, as its decoder states them."""
     from pipelines.formats import get_decoder
 
     rows = []
@@ -61,15 +62,38 @@ def cmd_formats(args: argparse.Namespace) -> int:
         try:
             d = get_decoder(fid)
         except (ImportError, AttributeError) as exc:
-            rows.append((fid, "-", f"not available: {exc}", "", "", ""))
+            rows.append((fid, "-", f"not available: {exc}", "", "", ()))
             continue
-        rows.append((fid, d.seeds, d.ordering, d.table_and_key, d.type_mapping, "; ".join(d.quirks)))
+        rows.append((fid, d.seeds, d.ordering, d.table_and_key, d.type_mapping, tuple(d.quirks)))
+    return rows
+
+
+def formats_markdown() -> str:
+    """Every format as Markdown (docs/formats.md): a table of ids and seeds linking to one section per
+    format, its ordering, table and key, types, and the quirks it handles as a list."""
+
+    def text(value: str) -> str:  # a decoder's words as Markdown: `table-*` outside code is no emphasis
+        parts = value.replace("\n", " ").split("`")
+        return "`".join(part if i % 2 else part.replace("*", "\\*") for i, part in enumerate(parts))
+
+    def cell(value: str) -> str:
+        return text(value).replace("|", "\\|")
+
+    rows = format_rows()
+    lines = ["| format | seeds |", "| --- | --- |"]
+    lines += [f"| [`{fid}`](#{fid}) | {cell(seeds)} |" for fid, seeds, *_ in rows]
+    for fid, seeds, ordering, table_and_key, types, quirks in rows:
+        lines += ["", f"### `{fid}`", "", f"* **Seeds:** {text(seeds)}", f"* **Ordering:** {text(ordering)}"]
+        lines += [f"* **Table and key:** {text(table_and_key)}", f"* **Types:** {text(types)}"]
+        if quirks:
+            lines += ["* **Quirks handled:**", *(f"  * {text(quirk)}" for quirk in quirks)]
+    return "\n".join(lines) + "\n"
+
+
+def cmd_formats(args: argparse.Namespace) -> int:
     if args.markdown:
-        print("| id | seeds | ordering | table and key | types | quirks handled |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        for r in rows:
-            print("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in r) + " |")
-    else:
-        for r in rows:
-            print(f"{r[0]:22} seeds {r[1]:8} ordering: {r[2]}")
+        sys.stdout.write(formats_markdown())
+        return 0
+    for fid, seeds, ordering, *_ in format_rows():
+        print(f"{fid:22} seeds {seeds:8} ordering: {ordering}")
     return 0

@@ -297,7 +297,7 @@ def _check_text(value: Any, what: str, optional: bool = False) -> None:
 
 
 class Decoder(ABC):
-    """One vendor format. Subclasses fill the class attributes that README's format table shows."""
+    """One vendor format. Subclasses fill the class attributes that docs/formats.md shows (``lakecdc formats``)."""
 
     format_id: ClassVar[str]
     seeds: ClassVar[str]  # seed files that specify it, e.g. "000, 001"
