@@ -50,6 +50,10 @@ fuzz: setup          ## fuzz every decoder and the silver batch longer than CI d
 test-airflow:        ## the Airflow DAGs in a real DagBag, in their own virtualenv (build/airflow-venv; not .venv)
 	bash scripts/airflow_check.sh
 
+.PHONY: docs
+docs: setup          ## regenerate the generated parts of README.md and docs/*.md (configuration keys, formats, layers)
+	$(VENV)/bin/python scripts/generate_docs.py
+
 .PHONY: bench bench-quick
 bench: setup         ## the benchmark at full sizes (hours on 2 cores): build/bench/results.json + PNG charts, a table of figures
 	$(VENV)/bin/python -m bench
