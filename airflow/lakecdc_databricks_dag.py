@@ -1,9 +1,9 @@
 """Airflow: run the Databricks job of the bundle (resources/lakecdc.job.yml) every 15 minutes, and wait for it.
 
-Deploy the bundle first (README "Run on Databricks"). Airflow finds the job by name and passes job parameters:
-the pipeline YAML in ``conf`` when this DAG's ``conf`` param is set (a workspace path), else the job runs with its
-bundle target's own conf, catalog, schema and checkpoints. The Databricks connection is ``databricks_default``
-(workspace URL and a token or a service principal's OAuth secret).
+Deploy the bundle first (docs/operations.md, "Run on Databricks"). Airflow finds the job by name and passes job
+parameters: the pipeline YAML in ``conf`` when this DAG's ``conf`` param is set (a workspace path), else the job
+runs with its bundle target's own conf, catalog, schema and checkpoints. The Databricks connection is
+``databricks_default`` (workspace URL and a token or a service principal's OAuth secret).
 
 Airflow 3.x (``airflow.sdk``); the same file loads on Airflow 2.10.
 """

@@ -16,7 +16,7 @@ before-image as ``data`` overlaid with ``old``; ``es`` as sequence and event tim
 
 It is a measurement, not a decoder: it quarantines nothing and checks no range (a value a rule does not
 accept becomes NULL), and it knows one format. What a production native path would add is listed in the
-README's *Decode: what limits it*.
+docs/benchmark.md, *Decode: what limits it*.
 
     PYTHONPATH=. LAKECDC_BUILD_DIR=/work/main/build python bench/native_decode_probe.py --messages 200000
 """

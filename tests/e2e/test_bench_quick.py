@@ -1,6 +1,6 @@
 """The benchmark harness runs end to end (``python -m bench --quick``, shrunk further): every section is
 recorded in results.json with numeric figures, and the charts are drawn. No timing is asserted: CI
-machines are too noisy for that; the figures are for people (README, ``make bench``)."""
+machines are too noisy for that; the figures are for people (docs/benchmark.md, ``make bench``)."""
 
 from __future__ import annotations
 

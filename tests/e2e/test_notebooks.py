@@ -269,7 +269,7 @@ def test_catalog_names_show_the_same_as_the_path(spark, demo, runs, layered):
 
 
 def test_a_relative_warehouse_path_is_read_from_where_the_notebook_runs(tmp_path, monkeypatch):
-    """``delta.`path` `` names resolve only absolute paths: a relative widget value (README's local example)
+    """``delta.`path` `` names resolve only absolute paths: a relative widget value (docs/analysts.md's local example)
     is made absolute; cloud URIs and /Volumes paths are kept as given."""
     import runpy
 

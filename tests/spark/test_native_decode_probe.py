@@ -1,7 +1,7 @@
 """The benchmark's Spark SQL decode of OMS Canal (``bench/native_decode_probe.py``) agrees with the Python
 decoder, change by change and field by field, on a simulated stream of every type the simulator writes.
 
-The probe's speed figure (README, *A native decoder, measured*) means something only while it decodes
+The probe's speed figure (docs/benchmark.md, *A native decoder, measured*) means something only while it decodes
 exactly what silver decodes; this keeps it so."""
 
 from __future__ import annotations

@@ -663,7 +663,7 @@ def test_invalid_values_policy_defaults_to_null_per_table_and_refuses_other_word
     assert cfg.invalid_values == "null"  # the default: the row applies with the column NULL
     assert cfg.tables["shop.strict"].invalid_values == "quarantine"
     assert cfg.tables["shop.plain"].invalid_values is None  # follows the top-level policy
-    # YAML reads README's unquoted `null` as nothing: it still means the policy null, also against the top level
+    # YAML reads docs/configuration.md's unquoted `null` as nothing: it still means the policy null, also against the top level
     path.write_text(
         "sources: [{name: s, format: oms_canal, path: /x}]\n"
         "invalid_values: quarantine\n"
