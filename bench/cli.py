@@ -17,24 +17,44 @@ from pathlib import Path
 
 from bench.env import ROOT, MemorySampler, git_info, machine_info
 
-SECTIONS = ("decode", "tables", "apply", "scale", "latency", "memory")
+SECTIONS = ("decode", "tables", "run", "apply", "scale", "latency", "freshness", "memory")
 GIB = 2**30
 
 #: Full sizes (issue 14). ``--quick`` uses :data:`QUICK` (about 1%); ``--scale`` multiplies counts further.
 FULL = {
     "decode": {"messages": 200_000, "pool": 5_000, "repeat": 3},
-    "tables": {"changes": 20_000, "rows": 20_000, "table_counts": [1, 10, 50, 200]},
+    "tables": {"changes": 20_000, "rows": 20_000, "table_counts": [1, 50, 200]},
+    "run": {"changes": 4_000, "table_counts": [1, 50, 200]},
     "apply": {"changes": 1_000_000, "rows": 1_000_000, "setup_chunk": 2_000_000, "scale_factor": 10},
     "latency": {"rate": 2000, "seconds": 60, "tables": 4, "drain": 900, "trigger": "2 seconds", "timeout": 3600},
+    "freshness": {
+        "hot_rate": 500,
+        "cold_tables": 199,
+        "cold_every": 10,
+        "budget_seconds": 300,
+        "seconds": 660,
+        "trigger": "2 seconds",
+        "timeout": 3600,
+    },
 }
 QUICK = {
     "decode": {"messages": 2_000, "pool": 500, "repeat": 1},
     "tables": {"changes": 10_000, "rows": 10_000, "table_counts": [1, 2]},
+    "run": {"changes": 400, "table_counts": [1, 2]},
     "apply": {"changes": 10_000, "rows": 10_000, "setup_chunk": 2_000_000, "scale_factor": 10},
     "latency": {"rate": 50, "seconds": 20, "tables": 1, "drain": 600, "trigger": "2 seconds", "timeout": 900},
+    "freshness": {
+        "hot_rate": 20,
+        "cold_tables": 4,
+        "cold_every": 5,
+        "budget_seconds": 20,
+        "seconds": 45,
+        "trigger": "2 seconds",
+        "timeout": 900,
+    },
 }
 _SCALED = {("decode", "messages"), ("decode", "pool"), ("tables", "changes"), ("tables", "rows")}
-_SCALED |= {("apply", "changes"), ("apply", "rows"), ("latency", "rate")}
+_SCALED |= {("apply", "changes"), ("apply", "rows"), ("latency", "rate"), ("run", "changes")}
 
 
 def sizes_for(quick: bool, scale: float, table_counts: list[int] | None) -> dict:
@@ -128,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.gold_sections import run_tables
 
         section("tables", lambda: {"sizes": sizes["tables"], **run_tables(spark, work, sizes["tables"], checks)})
+    if "run" in only:
+        from bench.whole_run import run_whole
+
+        section("run", lambda: {"sizes": sizes["run"], **run_whole(spark, work, sizes["run"], checks)})
     wanted = sorted(s for s in ("apply", "scale") if s in only)
     if wanted:
         from bench.gold_sections import run_apply_scale
@@ -151,6 +175,16 @@ def main(argv: list[str] | None = None) -> int:
         section(
             "latency",
             lambda: {"sizes": sizes["latency"], **run_latency(spark, work / "latency", sizes["latency"], checks)},
+        )
+    if "freshness" in only:
+        from bench.freshness import run_freshness
+
+        section(
+            "freshness",
+            lambda: {
+                "sizes": sizes["freshness"],
+                **run_freshness(spark, work / "freshness", sizes["freshness"], checks),
+            },
         )
     sampler.sample()
     sampler.stop()

@@ -71,6 +71,7 @@ class _Producer(threading.Thread):
         super().__init__(name="bench-producer", daemon=True)
         self.bootstrap, self.topic, self.records, self.rate = bootstrap, topic, records, rate
         self.delivered: list[tuple[int, int, int]] = []
+        self.keys: list[str] = []  # each delivered record's key, aligned with ``delivered``
         self.errors: list[str] = []
         self.seconds = 0.0
 
@@ -92,6 +93,7 @@ class _Producer(threading.Thread):
                 self.errors.append(str(err))
             else:
                 self.delivered.append((msg.partition(), msg.offset(), msg.timestamp()[1]))
+                self.keys.append((msg.key() or b"").decode())
 
         began = time.monotonic()
         for i, (key, value) in enumerate(self.records):

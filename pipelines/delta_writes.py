@@ -41,6 +41,27 @@ def append_idempotent(frame: DataFrame, ref: TableRef, app_id: str | None, versi
     ref.save(writer.option("mergeSchema", "true"))
 
 
+#: How many of a table's newest commits :func:`append_once` searches for its marker.
+MARKER_LOOKBACK = 50
+
+
+def append_once(frame: DataFrame, ref: TableRef, marker: str, check: bool) -> bool:
+    """Append ``frame`` to ``ref`` with ``marker`` as the commit's ``userMetadata``; with ``check`` (a write
+    that may repeat an earlier attempt's), first look for a commit with that marker among the table's
+    :data:`MARKER_LOOKBACK` newest and skip the append if there is one. Returns whether it appended.
+
+    The same guarantee as a ``txnAppId`` stamp, at the cost of a look only where a retry is possible:
+    open-source Delta rebuilds a table's state (a Spark job) to check a stamp, on every write."""
+    spark = frame.sparkSession
+    if check and ref.exists(spark):
+        history = spark.sql(f"DESCRIBE HISTORY {ref.sql} LIMIT {MARKER_LOOKBACK}")
+        if history.where(history["userMetadata"] == marker).limit(1).count():
+            log.info("%s: an earlier attempt of this batch already appended (%s)", ref.path or ref.name, marker)
+            return False
+    ref.save(frame.write.format("delta").mode("append").option("userMetadata", marker).option("mergeSchema", "true"))
+    return True
+
+
 @contextmanager
 def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """``settings`` in the session for the block; each one's earlier value (or none) is restored after it."""

@@ -286,6 +286,32 @@ def start_silver(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, availa
     return writer.start()
 
 
+def last_seen(spark: SparkSession, wh: Warehouse) -> dict[str, tuple[float | None, float | None, float | None]]:
+    """source → (newest change event time, newest heartbeat event time, newest ingest time), epoch seconds:
+    one read of ``changes`` and ``heartbeats`` for all sources (``lakecdc status``, the freshness check)."""
+    from pyspark.sql import functions as F
+
+    frames = []
+    for table, kind in (("changes", "change"), ("heartbeats", "heartbeat")):
+        ref = wh.silver(table)
+        if ref.exists(spark):
+            frames.append(ref.read(spark).select("source", "event_time", "ingest_time").withColumn("k", F.lit(kind)))
+    if not frames:
+        return {}
+    both = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    seconds = {c: F.unix_micros(c) / 1e6 for c in ("event_time", "ingest_time")}
+    rows = (
+        both.groupBy("source")
+        .agg(
+            F.max(F.when(F.col("k") == "change", seconds["event_time"])).alias("change"),
+            F.max(F.when(F.col("k") == "heartbeat", seconds["event_time"])).alias("heartbeat"),
+            F.max(seconds["ingest_time"]).alias("ingest"),
+        )
+        .collect()
+    )
+    return {r["source"]: (r["change"], r["heartbeat"], r["ingest"]) for r in rows}
+
+
 def reconcile(spark: SparkSession, wh: Warehouse) -> dict[str, int]:
     """messages in (bronze) vs messages accounted for in silver, per kind."""
     bronze = wh.bronze.read(spark).count()
@@ -308,4 +334,4 @@ def reconcile(spark: SparkSession, wh: Warehouse) -> dict[str, int]:
     return out
 
 
-__all__ = ["decode_frame", "start_silver", "write_silver_batch", "reconcile", "seq_text"]
+__all__ = ["decode_frame", "last_seen", "start_silver", "write_silver_batch", "reconcile", "seq_text"]

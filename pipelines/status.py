@@ -34,10 +34,13 @@ from pipelines.bronze import kafka_options
 from pipelines.config import PipelineConfig, Source, StatusThresholds
 from pipelines.export import mirror_refs
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
+from pipelines.gold.plan import table_config
+from pipelines.gold.state import KEY_STATE_PROPERTY, GoldState, Pending
 from pipelines.kafka_offsets import KafkaProbe
 from pipelines.mirror_columns import table_properties
 from pipelines.quality.storage import dq_results_ref
-from pipelines.warehouse import TableRef, Warehouse
+from pipelines.silver import last_seen
+from pipelines.warehouse import TableRef, Warehouse, state_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -72,6 +75,9 @@ class MirrorStatus:
     quarantined_silver: int
     quarantined_gold: int
     dq: dict[str, Any] | None  # the last run on the mirror: run_id, checked_at, checks, failed, failing
+    pending: int = 0  # changes waiting for the mirror's next merge (continuous runs)
+    oldest_pending_seconds: float | None = None  # how long the oldest of them has waited
+    max_delay_seconds: float | None = None  # the mirror's freshness budget
 
 
 @dataclass
@@ -108,7 +114,7 @@ def collect_status(
     wh = Warehouse.from_config(cfg)
     thresholds = thresholds or cfg.status
     bronze = wh.bronze.read(spark) if wh.bronze.exists(spark) else None
-    seen = _last_seen(spark, wh)
+    seen = last_seen(spark, wh)
     quarantine = _quarantine_counts(spark, wh)
     sources = []
     for source in sorted(cfg.sources, key=lambda s: s.name):
@@ -125,7 +131,11 @@ def collect_status(
         status.staleness_seconds = None if newest is None else round(max(0.0, now - newest), 3)
         status.quarantined = sum(n for (stage, src, _db, _t), n in quarantine.items() if src == source.name)
         sources.append(status)
-    mirrors = [_mirror_status(spark, wh, name, ref, quarantine) for name, ref in sorted(mirror_refs(spark, wh).items())]
+    keys = _key_state(spark, wh)
+    mirrors = [
+        _mirror_status(spark, cfg, wh, name, ref, quarantine, keys, now)
+        for name, ref in sorted(mirror_refs(spark, wh).items())
+    ]
     status = Status(_iso(now), cfg.origin, thresholds, sources, mirrors)
     status.breaches = breaches(status, thresholds)
     return status
@@ -151,6 +161,13 @@ def breaches(status: Status, thresholds: StatusThresholds) -> list[str]:
                 out.append(
                     f"{s.name}: last change or heartbeat {_age(s.staleness_seconds)} ago > max_staleness_seconds "
                     f"{thresholds.max_staleness_seconds:g}"
+                )
+    for m in status.mirrors:
+        if m.oldest_pending_seconds is not None and m.max_delay_seconds is not None:
+            if m.oldest_pending_seconds > m.max_delay_seconds:
+                out.append(
+                    f"{m.name}: {m.pending} changes waiting, the oldest {_age(m.oldest_pending_seconds)} > its "
+                    f"max_delay {m.max_delay_seconds:g} s (is the gold stream running?)"
                 )
     return out
 
@@ -210,31 +227,6 @@ def _kafka_lag(spark: SparkSession, source: Source, bronze: DataFrame | None, ou
     out.lag_seconds = 0.0 if not lagging else None if oldest is None else round(max(0.0, now - oldest / 1e3), 3)
 
 
-def _last_seen(spark: SparkSession, wh: Warehouse) -> dict[str, tuple[float | None, float | None, float | None]]:
-    """source → (newest change event time, newest heartbeat event time, newest ingest time), epoch seconds."""
-    from pyspark.sql import functions as F
-
-    frames = []
-    for table, kind in (("changes", "change"), ("heartbeats", "heartbeat")):
-        ref = wh.silver(table)
-        if ref.exists(spark):
-            frames.append(ref.read(spark).select("source", "event_time", "ingest_time").withColumn("k", F.lit(kind)))
-    if not frames:
-        return {}
-    both = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    seconds = {c: F.unix_micros(c) / 1e6 for c in ("event_time", "ingest_time")}
-    rows = (
-        both.groupBy("source")
-        .agg(
-            F.max(F.when(F.col("k") == "change", seconds["event_time"])).alias("change"),
-            F.max(F.when(F.col("k") == "heartbeat", seconds["event_time"])).alias("heartbeat"),
-            F.max(seconds["ingest_time"]).alias("ingest"),
-        )
-        .collect()
-    )
-    return {r["source"]: (r["change"], r["heartbeat"], r["ingest"]) for r in rows}
-
-
 def _quarantine_counts(spark: SparkSession, wh: Warehouse) -> dict[tuple[str, str, str | None, str | None], int]:
     ref = wh.silver("quarantine")
     if not ref.exists(spark):
@@ -246,40 +238,85 @@ def _quarantine_counts(spark: SparkSession, wh: Warehouse) -> dict[tuple[str, st
 # ---------------------------------------------------------------- mirrors
 
 
-def _mirror_status(
-    spark: SparkSession, wh: Warehouse, name: str, ref: TableRef, quarantine: Mapping[tuple, int]
-) -> MirrorStatus:
-    from pyspark.sql import functions as F
+@dataclass
+class _KeyFacts:
+    """What gold's shared state says of one mirror."""
 
-    lineage = ("_seq", "_queue_pos", "_event_time")
+    tombstones: int = 0
+    last_deleted: tuple[str | None, str | None, float | None] | None = None  # seq, queue_pos, event time
+    pending: Pending | None = None
+
+
+def _key_state(spark: SparkSession, wh: Warehouse) -> dict[str, _KeyFacts]:
+    """Per mirror (state key): its deleted keys and the changes waiting for it (:mod:`pipelines.gold.state`)."""
+    state = GoldState(wh)
+    if not state.keys.exists(spark):
+        return {}
+    facts = {m: _KeyFacts(n, last) for m, (n, last) in state.deleted_keys(spark).items()}
+    for mirror, pending in state.pending_now(spark, state.progress_now(spark)).items():
+        facts.setdefault(mirror, _KeyFacts()).pending = pending
+    return facts
+
+
+def _mirror_status(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    wh: Warehouse,
+    name: str,
+    ref: TableRef,
+    quarantine: Mapping[tuple, int],
+    keys: Mapping[str, _KeyFacts],
+    now: float,
+) -> MirrorStatus:
+
     mirror = ref.read(spark)
-    tomb_ref = wh.side_of(ref, "tombstones")
-    tombs = tomb_ref.read(spark) if tomb_ref.exists(spark) else None
     rows = mirror.count()
-    both = mirror.select(*lineage) if tombs is None else mirror.select(*lineage).unionByName(tombs.select(*lineage))
-    last = (
-        both.orderBy(F.col("_event_time").desc_nulls_last(), F.col("_queue_pos").desc_nulls_last())
-        .select("_seq", "_queue_pos", (F.unix_micros("_event_time") / 1e6).alias("t"))
-        .first()
+    props = table_properties(spark, ref)
+    facts = keys.get(state_key(ref))
+    if facts is not None or KEY_STATE_PROPERTY in props:
+        tombstones, deleted = (facts.tombstones, facts.last_deleted) if facts else (0, None)
+    else:  # a mirror written before key state, not adopted yet: its tombstones table
+        tomb_ref = wh.side_of(ref, "tombstones")
+        tombs = tomb_ref.read(spark) if tomb_ref.exists(spark) else None
+        tombstones, deleted = (None, None) if tombs is None else (tombs.count(), _newest_lineage(tombs))
+    newest = max(
+        (x for x in (_newest_lineage(mirror), deleted) if x), key=lambda x: (x[2] or 0, x[1] or ""), default=None
     )
-    identity = table_properties(spark, ref).get(SOURCE_IDENTITY_PROPERTY)
+    identity = props.get(SOURCE_IDENTITY_PROPERTY)
     db, _schema, table = json.loads(identity) if identity else (None, None, None)
     held = {stage: 0 for stage in ("silver", "gold")}
     for (stage, _src, q_db, q_table), n in quarantine.items():
         if identity and q_table == table and q_db == db and stage in held:
             held[stage] += n
+    tc = table_config(cfg, props.get("lakecdc.source_table", name))
+    pending = facts.pending if facts and facts.pending else None
     return MirrorStatus(
         name=name,
         table=ref.path or ref.name or "",
         rows=rows,
-        tombstones=None if tombs is None else tombs.count(),
-        last_seq=last["_seq"] if last else None,
-        last_queue_pos=last["_queue_pos"] if last else None,
-        last_event_time=_iso(last["t"]) if last else None,
+        tombstones=tombstones,
+        last_seq=newest[0] if newest else None,
+        last_queue_pos=newest[1] if newest else None,
+        last_event_time=_iso(newest[2]) if newest else None,
         quarantined_silver=held["silver"],
         quarantined_gold=held["gold"],
         dq=_last_dq(spark, wh, name),
+        pending=pending.changes if pending else 0,
+        oldest_pending_seconds=round(max(0.0, now - pending.oldest), 3) if pending and pending.oldest else None,
+        max_delay_seconds=tc.max_delay if tc and tc.max_delay else cfg.gold_max_delay,
     )
+
+
+def _newest_lineage(table: DataFrame) -> tuple[str | None, str | None, float | None] | None:
+    """(``_seq``, ``_queue_pos``, ``_event_time`` in epoch seconds) of a table's newest row by source commit time."""
+    from pyspark.sql import functions as F
+
+    last = (
+        table.orderBy(F.col("_event_time").desc_nulls_last(), F.col("_queue_pos").desc_nulls_last())
+        .select("_seq", "_queue_pos", (F.unix_micros("_event_time") / 1e6).alias("t"))
+        .first()
+    )
+    return (last["_seq"], last["_queue_pos"], last["t"]) if last else None
 
 
 def _last_dq(spark: SparkSession, wh: Warehouse, name: str) -> dict[str, Any] | None:
@@ -347,10 +384,11 @@ def render(status: Status) -> str:
     lines += [f"  {s.name}: {s.error}" for s in status.sources if s.error]
     lines.append("")
     lines += _table(
-        ("mirror", "rows", "tombstones", "last seq", "last change", "quarantined silver/gold", "last DQ"),
+        ("mirror", "rows", "tombstones", "last seq", "last change", "waiting", "quarantined silver/gold", "last DQ"),
         [
             (m.name, str(m.rows), "-" if m.tombstones is None else str(m.tombstones), m.last_seq or "-",
-             m.last_event_time or "-", f"{m.quarantined_silver}/{m.quarantined_gold}", _dq_text(m.dq))
+             m.last_event_time or "-", _waiting_text(m), f"{m.quarantined_silver}/{m.quarantined_gold}",
+             _dq_text(m.dq))
             for m in status.mirrors
         ],
     )  # fmt: skip
@@ -367,6 +405,12 @@ def render(status: Status) -> str:
     else:
         lines += [f"BREACHED ({limits}):"] + [f"  {b}" for b in status.breaches]
     return "\n".join(lines)
+
+
+def _waiting_text(m: MirrorStatus) -> str:
+    if not m.pending:
+        return "-"
+    return f"{m.pending} (oldest {_age(m.oldest_pending_seconds)} of {_age(m.max_delay_seconds)})"
 
 
 def _dq_text(dq: dict[str, Any] | None) -> str:

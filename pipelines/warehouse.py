@@ -5,7 +5,8 @@ Local layout (the embedded default)::
     <warehouse>/bronze/raw_messages
     <warehouse>/silver/{changes,quarantine,heartbeats,ddl_log}
     <warehouse>/gold/<mirror>             one mirror per source table (live rows only)
-    <warehouse>/gold/_tombstones/<mirror> deleted keys and their sequence (no resurrection)
+    <warehouse>/gold/_state/{keys,pending,progress}  gold's shared state for all mirrors (pipelines.gold.state)
+    <warehouse>/gold/_tombstones/<mirror> deleted keys, as versions before key state kept them (read once)
     <warehouse>/gold/_applied/<mirror>    ids of changes applied to a keyless (multiset) mirror
     <warehouse>/gold/_history/<mirror>    SCD type 2 versions, where configured
     <warehouse>/_checkpoints/<stage>/<name>
@@ -143,6 +144,10 @@ class TableRef:
 
 #: The tables gold keeps next to a mirror: deleted keys, ids of applied changes (keyless), SCD2 history.
 SIDE_TABLES = ("tombstones", "applied", "history")
+#: Gold's shared state tables, one each for all mirrors (pipelines.gold.state).
+STATE_TABLES = ("keys", "pending", "progress")
+#: A state table's catalog name after the gold schema's prefix: mirror names never start with ``_``.
+STATE_PREFIX = "_lakecdc_"
 
 
 class Warehouse:
@@ -215,6 +220,20 @@ class Warehouse:
         """The SCD type 2 history of a mirror (``tables.<name>.history: true``)."""
         return self._gold_side("history", mirror_name, target)
 
+    def gold_state(self, name: str) -> TableRef:
+        """One of gold's shared state tables (:data:`STATE_TABLES`): ``gold/_state/<name>``, or
+        ``[gold_]_lakecdc_<name>`` in the gold schema."""
+        assert name in STATE_TABLES, name
+        if not self.catalog:
+            return TableRef(path=f"{self.root}/gold/_state/{name}")
+        return TableRef(name=f"{self.catalog}.{self.schemas['gold']}.{self.prefix('gold')}{STATE_PREFIX}{name}")
+
+    def mirror_of_state_key(self, state_key: str) -> TableRef:
+        """The mirror a state key names (:func:`state_key`)."""
+        if not self.catalog:
+            return TableRef(path=f"{self.root}/gold/{state_key}")
+        return TableRef(name=f"{self.catalog}.{state_key}")
+
     def _mirror_place(self, mirror_name: str | Sequence[str], target: bool) -> tuple[str, str, str]:
         """(schema, prefix, name) of a mirror in the catalog."""
         parts = tuple(mirror_name.split(".")) if isinstance(mirror_name, str) else tuple(mirror_name)
@@ -247,7 +266,7 @@ class Warehouse:
         mirrors, sides = [], []
         for schema in self.mirror_schemas:
             prefix = self.prefix("gold") if schema == self.schemas["gold"] else ""
-            side_prefixes = tuple(f"{prefix}_{kind}_" for kind in SIDE_TABLES)
+            side_prefixes = tuple(f"{prefix}_{kind}_" for kind in SIDE_TABLES) + (f"{prefix}{STATE_PREFIX}",)
             rows = spark.sql(f"SHOW TABLES IN {quote_ident(self.catalog)}.{quote_ident(schema)}").collect()
             for name in sorted(r["tableName"] for r in rows if not r["isTemporary"]):
                 ref = TableRef(name=f"{self.catalog}.{schema}.{name}")
@@ -297,6 +316,15 @@ class Warehouse:
         return sorted(
             str(p) for p in gold.iterdir() if p.is_dir() and not p.name.startswith("_") and (p / "_delta_log").is_dir()
         )
+
+
+def state_key(mirror: TableRef) -> str:
+    """A mirror's id in gold's shared state (key state, pending changes, progress): its directory's name,
+    or in a catalog ``schema.table`` (a configured target may sit in a schema of its own). A warehouse
+    directory moved elsewhere keeps its ids."""
+    if mirror.name is not None:
+        return ".".join(mirror.name.split(".")[1:])
+    return mirror.path.rstrip("/").rsplit("/", 1)[-1]
 
 
 #: The table property that records which source table a mirror holds (JSON ``[db, schema, table]``).

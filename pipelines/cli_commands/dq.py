@@ -16,10 +16,10 @@ def cmd_dq(args: argparse.Namespace) -> int:
     wh, cfg = _target_warehouse(args)
     spark = get_spark("lakecdc-dq", master=args.master)
     if args.action == "check":
-        from pipelines.runner import RunSummary, run_cdc_checks
+        from pipelines.runner import RunSummary, check_every_mirror
 
         summary = RunSummary()
-        run_cdc_checks(spark, cfg, wh, summary)
+        check_every_mirror(spark, cfg, wh, summary)
         print(f"{summary.dq_results} built-in checks, {summary.dq_failed} failed; Data Docs: {summary.data_docs}")
         return 1 if summary.dq_failed else 0
     print(report(spark, wh))

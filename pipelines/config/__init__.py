@@ -44,6 +44,8 @@ from pipelines.config.fields import SECTIONS, reference_markdown
 from pipelines.config.loading import YAML_ALIAS_BUDGET, load_config
 from pipelines.config.locations import CHECKPOINTS_REQUIRED, check_locations, location_errors
 from pipelines.config.model import (
+    DEFAULT_GOLD_MAX_DELAY,
+    DEFAULT_GOLD_MAX_PENDING,
     DEFAULT_GOLD_PARALLELISM,
     DEFAULT_INVALID_VALUE_POLICY,
     DEFAULT_SCHEMA_POLICY,
@@ -63,6 +65,8 @@ from pipelines.errors import ConfigError  # defined in pipelines.errors (quality
 
 __all__ = [
     "CHECKPOINTS_REQUIRED",
+    "DEFAULT_GOLD_MAX_DELAY",
+    "DEFAULT_GOLD_MAX_PENDING",
     "DEFAULT_GOLD_PARALLELISM",
     "DEFAULT_INVALID_VALUE_POLICY",
     "DEFAULT_SCHEMA_POLICY",

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipelines.config.model import (
+    DEFAULT_GOLD_MAX_DELAY,
+    DEFAULT_GOLD_MAX_PENDING,
     DEFAULT_GOLD_PARALLELISM,
     DEFAULT_INVALID_VALUE_POLICY,
     DEFAULT_SCHEMA_POLICY,
@@ -146,14 +148,14 @@ GOLD = Section(
         Field(
             "max_delay",
             "duration",
-            "5 minutes",
+            f"{DEFAULT_GOLD_MAX_DELAY / 60:g} minutes",
             "Continuous runs: a mirror is merged at the latest when its oldest waiting change is this old "
             "(a table's own `max_delay` overrides it). Runs until caught up merge every mirror.",
         ),
         Field(
             "max_pending",
             "positive integer",
-            "1000",
+            str(DEFAULT_GOLD_MAX_PENDING),
             "Continuous runs: a mirror is merged as soon as this many of its changes wait (a hot table: every batch).",
         ),
     ),

@@ -31,8 +31,8 @@ INVALID_VALUE_POLICIES = ("null", "quarantine")
 DEFAULT_INVALID_VALUE_POLICY = "null"
 #: Continuous runs (pipelines.gold.due): the longest a change waits before its mirror is merged, and the
 #: waiting changes that merge a mirror at once.
-DEFAULT_GOLD_MAX_DELAY = "5 minutes"
-DEFAULT_GOLD_MAX_PENDING = 1000
+DEFAULT_GOLD_MAX_DELAY = 300.0  # seconds
+DEFAULT_GOLD_MAX_PENDING = 100
 #: How many tables of a micro-batch gold applies at a time (``gold.parallelism``; pipelines.gold.parallel).
 DEFAULT_GOLD_PARALLELISM = 4
 MAX_GOLD_PARALLELISM = 64
@@ -108,7 +108,7 @@ class PipelineConfig:
     invalid_values: str = DEFAULT_INVALID_VALUE_POLICY  # see INVALID_VALUE_POLICIES
     status: StatusThresholds = field(default_factory=StatusThresholds)  # `lakecdc status` alerts
     gold_parallelism: int = DEFAULT_GOLD_PARALLELISM  # tables applied at a time (gold.parallelism)
-    gold_max_delay: float = 300.0  # seconds (gold.max_delay): in continuous runs, a mirror's changes' longest wait
+    gold_max_delay: float = DEFAULT_GOLD_MAX_DELAY  # seconds: a continuous run's longest wait for a mirror's change
     gold_max_pending: int = DEFAULT_GOLD_MAX_PENDING  # continuous runs: this many waiting changes merge a mirror
     origin: str = "<config>"
 

@@ -71,7 +71,9 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
             f"at most {MAX_GOLD_PARALLELISM} tables at a time (each one is a thread with its own Spark session), "
             f"got {gold_parallelism}",
         )
-    gold_max_delay = v.duration(gold_raw.get("max_delay", DEFAULT_GOLD_MAX_DELAY), "gold.max_delay") or 300.0
+    gold_max_delay = (
+        v.duration(gold_raw.get("max_delay", DEFAULT_GOLD_MAX_DELAY), "gold.max_delay") or DEFAULT_GOLD_MAX_DELAY
+    )
     gold_max_pending = v.positive_int(
         gold_raw.get("max_pending", DEFAULT_GOLD_MAX_PENDING), "gold.max_pending", DEFAULT_GOLD_MAX_PENDING
     )

@@ -1,37 +1,38 @@
 """Gold: apply each micro-batch of silver changes to one mirror Delta table per source table.
 
-A micro-batch is profiled once for every table it touches (:mod:`~pipelines.gold.profile`: one
-Spark job for columns and the types messages state, image shapes, keys, truncates). Then, per
-table, the stages below (:mod:`~pipelines.gold.stage`); the MERGE per mirror is Delta's floor (one
-commit per table), everything else is shared or metadata only.
+A source is a whole database: hundreds of tables in one topic. So a batch is not a loop over its tables.
+Anything that can be decided for all tables at once is, in one pass; what stays per table is the one write
+of each mirror that is due, with every decision already made (:mod:`~pipelines.gold.stage`)::
 
-1. **Shape** – :mod:`~pipelines.gold.schema`: the mirror's columns are the union of what
-   messages carry, typed by configuration first, else by the types messages state. ADD COLUMN
-   and Delta-allowed widening evolve the mirror; DROP, RENAME, narrowing and unrelated types
-   follow the table's ``schema_changes`` policy (default ``fail``).
-2. **Check** – :mod:`~pipelines.gold.validate`: canonical text must convert to the Delta type. A
-   value that does not fit (overflow, too many decimal places, sub-microsecond time, bad Base64)
-   sends its change to quarantine with the column and value named; it never becomes a silent
-   NULL. So do changes a ``quarantine`` schema policy holds back, and those a ``drop``
-   expectation rejects (the quality hooks in :mod:`~pipelines.gold.stage`).
-3. **Truncate** – :mod:`~pipelines.gold.truncate`: empties the mirror as of its sequence; older
-   changes are stale, in this batch and later ones (the sequence is kept as the table property
-   ``lakecdc.truncated_seq``).
-4. **Apply**, for a table with a key (or a vendor row id): :mod:`~pipelines.gold.keyed`.
-   Order by the format's sequence, then queue position, then place in the message
-   (:mod:`~pipelines.gold.order`); skip what is older than the mirror or its tombstones hold for
-   that key (an equal sequence re-applies: that is what makes a retried batch idempotent); fold
-   per key (:mod:`~pipelines.gold.fold`: INSERT/SNAPSHOT and full-image UPDATEs replace the row, a
-   partial UPDATE overlays the columns it carries, a column carried as NULL becomes NULL, DELETE
-   removes it, a key change also deletes the old key); one MERGE into the mirror (live rows only)
-   and one into its tombstones; the SCD type 2 history where configured
-   (:mod:`~pipelines.gold.history`).
-   For a table without one: multiset semantics (:mod:`~pipelines.gold.multiset`).
+    silver changes of a batch ──► batch pass (all tables at once)             ──► table pass (per due mirror)
+                                  checks, keys, staleness, counts, the change       one MERGE, or an append where
+                                  checks, the fold, against key state shared        no key is in the mirror yet
+                                  by all mirrors; one write of that state
+                                            │
+                                            └─► due: merged now (hot tables, a run until caught up) or
+                                                waiting in ``pending`` within its freshness budget
 
-Every MERGE and append is stamped with Delta ``txnAppId``/``txnVersion`` through one
-:class:`~pipelines.gold.batch.BatchContext`, so a retried batch is applied once.
+1. **Plan** – :mod:`~pipelines.gold.profile` (one Spark job: columns and the types messages state, image
+   shapes, keys, truncates per table) and :mod:`~pipelines.gold.plan`: each table's mirror, key and shape.
+   :mod:`~pipelines.gold.schema` follows the source's schema: ADD COLUMN and Delta-allowed widening evolve
+   the mirror; DROP, RENAME, narrowing and unrelated types follow the table's ``schema_changes`` policy.
+2. **Decide** – :mod:`~pipelines.gold.decide`, with each table's types as lookups
+   (:mod:`~pipelines.gold.lookups`): a value that does not fit its column sends its change to quarantine
+   with the column and value named (never a silent NULL); a change older than key state's sequence for its
+   key, or than a TRUNCATE, is stale (an equal sequence re-applies: a retried batch is idempotent); the
+   change checks are counted; the fresh changes fold per key (:mod:`~pipelines.gold.fold`: a partial UPDATE
+   overlays the columns it carries, DELETE removes the row, a key change also deletes the old key).
+3. **Choose** – :mod:`~pipelines.gold.due`: the mirrors to write now.
+4. **Write** – key state, pending changes and quarantine, once for the batch (:mod:`~pipelines.gold.state`);
+   per due mirror, its write (:mod:`~pipelines.gold.keyed`; :mod:`~pipelines.gold.multiset` for a table
+   without a key; :mod:`~pipelines.gold.truncate`; the SCD type 2 history, :mod:`~pipelines.gold.history`),
+   side by side (:mod:`~pipelines.gold.parallel`); the batch's ``dq_results`` rows in one append.
 
-Modules, bottom to top: ``order``, ``schema`` → ``profile``, ``batch``, ``fold`` → ``validate``,
-``truncate``, ``history`` → ``keyed``, ``multiset`` → ``stage`` (the entry points
-:func:`~pipelines.gold.stage.apply_gold_batch` and :func:`~pipelines.gold.stage.start_gold`).
+Every write is idempotent (:mod:`~pipelines.gold.batch`): a mirror's MERGE carries a Delta
+``txnAppId``/``txnVersion`` stamp, an append a commit marker looked for where the batch may be a retry, and
+the state tables are read as of before the batch, so a retry decides as its first attempt did.
+
+Modules, bottom to top: ``order``, ``identity``, ``lookups``, ``schema`` → ``profile``, ``batch``, ``fold``,
+``state``, ``due``, ``truncate`` → ``plan``, ``history``, ``keyed``, ``multiset`` → ``decide`` → ``stage``
+(the entry points :func:`~pipelines.gold.stage.apply_gold_batch` and :func:`~pipelines.gold.stage.start_gold`).
 """

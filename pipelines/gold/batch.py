@@ -56,9 +56,31 @@ class Step(str, Enum):
 BATCH_RESULTS_STEP = "dqb"
 
 
+def commit_marker(stamp: str, batch_id: int) -> str:
+    """The ``userMetadata`` of an append gold makes once per batch: its stamp and the batch."""
+    return f"lakecdc:{stamp}:{batch_id}"
+
+
 def batch_results_stamp(app_id: str) -> str:
     """The ``txnAppId`` of a batch's one ``dq_results`` append (tests/unit/test_gold_steps.py)."""
     return f"{app_id}-{BATCH_RESULTS_STEP}"
+
+
+@dataclass
+class WrittenMirror:
+    """A mirror gold wrote in a run: what the checks after the run need to know of it."""
+
+    name: str  # the mirror for people (dq_results' ``table``)
+    ref: TableRef
+    source_key: str  # its source table's identity (JSON)
+    sources: set[str] = field(default_factory=set)  # the configured sources its changes came from
+    loaded: bool = False  # given full-load rows (SNAPSHOT)
+    changed: bool = False  # given other changes
+
+    def add(self, other: WrittenMirror) -> None:
+        self.sources |= other.sources
+        self.loaded |= other.loaded
+        self.changed |= other.changed
 
 
 @dataclass
@@ -71,6 +93,10 @@ class GoldStats:
     quarantined: int = 0
     tables: set[str] = field(default_factory=set)
     changes: int = 0  # the changes the batch held for these tables
+    written: dict[str, WrittenMirror] = field(default_factory=dict)  # by state key: mirrors written
+    waiting: int = 0  # changes left pending for mirrors not due yet (after the last batch)
+    results: int = 0  # dq_results rows written
+    failed: int = 0  # ... of which failed
 
     def add(self, other: GoldStats) -> None:
         self.applied += other.applied
@@ -78,6 +104,19 @@ class GoldStats:
         self.quarantined += other.quarantined
         self.tables |= other.tables
         self.changes += other.changes
+        for key, mirror in other.written.items():
+            if key in self.written:
+                self.written[key].add(mirror)
+            else:
+                self.written[key] = mirror
+        self.waiting = other.waiting
+        self.results += other.results
+        self.failed += other.failed
+
+    @property
+    def snapshot_only(self) -> list[WrittenMirror]:
+        """Mirrors given only full-load rows in this run (their reconciliation runs after it)."""
+        return [m for m in self.written.values() if m.loaded and not m.changed]
 
     @property
     def unaccounted(self) -> int:
@@ -114,6 +153,11 @@ class BatchContext:
         (with any other session ``settings`` it needs, for the block only)."""
         with idempotent_dml(self.spark, self.stamp(step), self.batch_id, settings):
             yield
+
+    def marker(self, step: Step) -> str:
+        """The commit marker of one step's append to this mirror's tables in this batch
+        (:func:`~pipelines.delta_writes.append_once`)."""
+        return commit_marker(self.stamp(step), self.batch_id)
 
     def append(self, frame: DataFrame, ref: TableRef, step: Step) -> None:
         """Append ``frame`` to ``ref`` once per batch, however often the batch is retried."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from pipelines.gold.order import BY_ORD, ORD
 from pipelines.gold.schema import MirrorShape
 from pipelines.layout import LINEAGE_SOURCES
-from pipelines.sql import EMPTY_MAP, PARTIAL_SQL, ROW_AFTER_SQL, lit, q, typed
+from pipelines.sql import EMPTY_MAP, lit, q, typed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -59,27 +59,18 @@ def data_columns(shape: MirrorShape, key: tuple[str, ...]) -> list[str]:
     return [c for c in shape.columns if c not in key]
 
 
-def changes_per_key(rows: DataFrame) -> DataFrame:
-    """Per key ``k``, its changes in ``ord`` order (``chs``: the fields the fold and the lineage need)."""
+#: A change's fields the fold and the lineage read, in the order ``chs`` holds them.
+CHANGE_STRUCT = (ORD, "op", "after", "partial", "seq", "queue_pos", "event_time", "source", "format",
+                 "bronze_position", "ingest_time")  # fmt: skip
+
+
+def changes_per_key(rows: DataFrame, by: tuple[str, ...] = ("k",)) -> DataFrame:
+    """Per key (the columns ``by``), its changes in ``ord`` order (``chs``). ``rows`` are fold inputs: each
+    change's row image ``after`` (:data:`~pipelines.sql.ROW_AFTER_SQL`) and ``partial`` already made
+    (:func:`pipelines.gold.decide.fold_inputs`)."""
     from pyspark.sql import functions as F
 
-    per_key = rows.groupBy("k").agg(
-        F.collect_list(
-            F.struct(
-                ORD,
-                "op",
-                F.expr(ROW_AFTER_SQL).alias("after"),
-                F.expr(PARTIAL_SQL).alias("partial"),
-                "seq",
-                "queue_pos",
-                "event_time",
-                "source",
-                "format",
-                "bronze_position",
-                "ingest_time",
-            )
-        ).alias("chs")
-    )
+    per_key = rows.groupBy(*by).agg(F.collect_list(F.struct(*CHANGE_STRUCT)).alias("chs"))
     return per_key.withColumn("chs", F.expr(f"array_sort(chs, {BY_ORD})"))
 
 
@@ -94,17 +85,30 @@ def state_structs(state: str, key: tuple[str, ...], shape: MirrorShape) -> tuple
     return named_struct(values), named_struct(written)
 
 
-def fold_per_key(rows: DataFrame, key: tuple[str, ...], shape: MirrorShape) -> DataFrame:
-    """One row per key ``k``: its last state (``live``, ``full``, :data:`VALUES`, :data:`WRITTEN`)
-    and the lineage columns of its last change."""
-    folded = changes_per_key(rows).selectExpr(
-        "k", f"aggregate(chs, {FOLD_START}, (acc, c) -> {fold_step('acc')}) AS st", "element_at(chs, -1) AS last"
+def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k")) -> DataFrame:
+    """One row per key: the state its changes leave (``st``: ``live``, ``full``, ``img``), the key columns
+    ``kimg``, whether the mirror held the key before the first of them (``first_prev_live``), and the
+    lineage columns of the last change (``last``)."""
+    from pyspark.sql import functions as F
+
+    per_key = rows.groupBy(*by).agg(
+        F.collect_list(F.struct(*CHANGE_STRUCT)).alias("chs"),
+        F.max_by("kimg", ORD).alias("kimg"),
+        F.min_by("prev_live", ORD).alias("first_prev_live"),
     )
-    values, written = state_structs("st", key, shape)
-    lineage = [
+    ordered = f"array_sort(chs, {BY_ORD})"
+    return per_key.selectExpr(
+        *by,
+        "kimg",
+        "first_prev_live",
+        f"aggregate({ordered}, {FOLD_START}, (acc, c) -> {fold_step('acc')}) AS st",
+        f"element_at({ordered}, -1) AS last",
+    )
+
+
+def lineage_sql() -> list[str]:
+    """SQL of a folded key's lineage columns (its last change's; ``_op`` DELETE where the key ends deleted)."""
+    return [
         ("CASE WHEN st.live THEN last.op ELSE 'DELETE' END" if name == "_op" else f"last.{source}") + f" AS {name}"
         for name, source in LINEAGE_SOURCES
     ]
-    return folded.selectExpr(
-        "k", "st.live AS live", "st.full AS full", f"{values} AS {VALUES}", f"{written} AS {WRITTEN}", *lineage
-    )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.config import DEFAULT_SCHEMA_POLICY
-from pipelines.warehouse import HASH_MARK, SOURCE_IDENTITY_PROPERTY, safe_name
+from pipelines.warehouse import HASH_MARK, SOURCE_IDENTITY_PROPERTY, safe_name, state_key
 
 if TYPE_CHECKING:
     from pipelines.warehouse import TableRef
@@ -42,6 +42,11 @@ class MirrorIdentity:
     def slug(self) -> str:
         """The mirror's name in paths and catalog names: one per mirror."""
         return safe_name(self.name_parts or self.mirror_name)
+
+    @property
+    def state_key(self) -> str:
+        """The mirror's id in gold's shared state (:func:`~pipelines.warehouse.state_key`)."""
+        return state_key(self.ref) if self.ref is not None else self.slug
 
     @property
     def stamp_name(self) -> str:

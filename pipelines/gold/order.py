@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pipelines.sql import lit
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -66,6 +68,16 @@ def ord_literal(value: Mapping[str, Any]) -> Column:
     from pyspark.sql import functions as F
 
     return F.struct(*[F.lit(value.get(name)).cast(spark_type).alias(name) for name, spark_type in ORD_FIELDS])
+
+
+def ord_sql(value: Mapping[str, Any]) -> str:
+    """An ``ord`` as a SQL literal struct, from its fields as collected (``to_json``: a NULL field is absent)."""
+    fields = []
+    for name, spark_type in ORD_FIELDS:
+        v = value.get(name)
+        text = "NULL" if v is None else (lit(str(v)) if spark_type == "string" else str(int(v)))
+        fields.append(f"{lit(name)}, CAST({text} AS {spark_type})")
+    return f"named_struct({', '.join(fields)})"
 
 
 #: SQL comparator of two elements ``l``, ``r`` of an array of structs with ``ord``, for ``array_sort``.

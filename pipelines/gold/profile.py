@@ -19,11 +19,27 @@ from pipelines.sql import EMPTY_MAP, FULL_IMAGE_SQL
 from pipelines.warehouse import SourceTable
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 #: The column gold adds to a batch: the exact identity of each change's source table (JSON
-#: ``[db, schema, table]``, :func:`pipelines.gold.stage.source_table_col`).
+#: ``[db, schema, table]``, :func:`source_table_col`).
 SOURCE_TABLE = "_source_table"
+#: The exact identity of a silver row's source table, as JSON ``[db, schema, table]`` (the form
+#: :class:`~pipelines.warehouse.SourceTable` reads): an empty part is NULL, and a schema equal to
+#: the database (MySQL-family formats report the database again as the schema) is NULL too.
+SOURCE_IDENTITY_SQL = (
+    "to_json(array(nullif(db, ''), CASE WHEN nullif(`schema`, '') = nullif(db, '') THEN NULL "
+    "ELSE nullif(`schema`, '') END, `table`))"
+)
+
+
+def source_table_col() -> Column:
+    """The exact identity of a silver row's source table (:data:`SOURCE_IDENTITY_SQL`): two tables
+    whose names read alike (``a.b`` + ``c`` and ``a`` + ``b.c``; ``Shop`` and ``shop``; schemas
+    ``public`` and ``audit``) are two tables."""
+    from pyspark.sql import functions as F
+
+    return F.expr(SOURCE_IDENTITY_SQL)
 
 
 @dataclass

@@ -105,6 +105,7 @@ class MirrorShape:
     unwritten: set[str] = field(default_factory=set)  # dropped columns the ignore policy keeps
     renames: dict[str, str] = field(default_factory=dict)  # old name → new name, for older images
     rejects: list[tuple[str, str]] = field(default_factory=list)  # (SQL predicate on a change, reason)
+    altered: bool = False  # gold created the mirror or changed its metadata for this batch
 
 
 # ---------------------------------------------------------------- type relations
@@ -165,14 +166,19 @@ def shape_mirror(
     keyless: bool,
     sources: Sequence[str] = (),
     formats: Sequence[str] = (),
+    existing: dict[str, tuple[str, str | None]] | None = None,
+    new_props: dict[str, str] | None = None,
 ) -> MirrorShape:
     """Create the mirror (``props`` None: it does not exist yet) or follow the source's schema
-    changes (see the module table); ``props`` are its table properties as the batch began.
-    ``sources`` and ``formats`` (those of the batch's changes) go into a new mirror's table comment."""
+    changes (see the module table); ``props`` are its table properties as the batch began, ``existing``
+    its columns (:func:`~pipelines.mirror_columns.mirror_schema`; read when not given).
+    ``sources`` and ``formats`` (those of the batch's changes) go into a new mirror's table comment, and
+    ``new_props`` into its properties."""
     comment = mirror_comment(ident.source_table, sources, formats, key)
     if props is None:
-        return _create(spark, ident, key, configured, sightings, keyless, comment)
-    existing = mirror_schema(spark, ident.ref, props)
+        return _create(spark, ident, key, configured, sightings, keyless, comment, new_props or {})
+    if existing is None:
+        existing = mirror_schema(spark, ident.ref, props)
     evolution = SchemaEvolution(spark, ident, props, existing, key, configured, sightings, schemaless, comment)
     evolution.run(shapes)
     return evolution.shape
@@ -193,6 +199,7 @@ def _create(
     sightings: dict[str, ColumnSighting],
     keyless: bool,
     comment: str,
+    new_props: dict[str, str],
 ) -> MirrorShape:
     """A new mirror: its columns' Delta types, their source types (:data:`SOURCE_TYPES_PROPERTY`), its
     comment, and in a catalog its key columns NOT NULL and declared the primary key."""
@@ -213,6 +220,7 @@ def _create(
         SOURCE_TYPES_PROPERTY: source_types_json(columns),
         **COLUMN_MAPPING,
         **DELETION_VECTORS,
+        **new_props,
     }
     declared = declares_key(ident.ref, key)
     cols = [column_ddl(c, t, not_null=declared and c in key) for c, t in columns.items()]
@@ -225,14 +233,7 @@ def _create(
     )
     if declared:
         declare_key(spark, ident.ref, key)
-    if not keyless:
-        key_cols = [column_ddl(c, columns.get(c)) for c in key]
-        tombstone_props = {"delta.enableTypeWidening": "true", **COLUMN_MAPPING, **DELETION_VECTORS}
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {ident.tombstones.sql} ({', '.join(key_cols)}, _seq STRING, "
-            f"_queue_pos STRING, _event_time TIMESTAMP) USING DELTA TBLPROPERTIES ({properties_sql(tombstone_props)})"
-        )
-    return MirrorShape(columns=columns, keyless=keyless)
+    return MirrorShape(columns=columns, keyless=keyless, altered=True)
 
 
 class SchemaEvolution:
@@ -371,6 +372,7 @@ class SchemaEvolution:
     # -- the changes to the mirror
     def _alter(self, sql: str) -> None:
         self.spark.sql(f"ALTER TABLE {self.ident.ref.sql} {sql}")
+        self.shape.altered = True
 
     def _column_mapping(self) -> None:
         self._alter(
@@ -417,10 +419,8 @@ class SchemaEvolution:
             if widens(old, new):
                 log.info("gold: %s: column %r widens %s → %s", self.where, column, old, new)
                 self._record({**self.shape.columns, column: source_type})
-                tables = [self.ident.ref] + ([self.ident.tombstones] if column in self.key else [])
-                for ref in tables:  # a key column's tombstones widen with it
-                    self.spark.sql(f"ALTER TABLE {ref.sql} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
-                    self.spark.sql(f"ALTER TABLE {ref.sql} ALTER COLUMN {q(column)} TYPE {new.upper()}")
+                self._alter("SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+                self._alter(f"ALTER COLUMN {q(column)} TYPE {new.upper()}")
                 self.shape.columns[column], self.spark_types[column] = source_type, new
                 continue
             kind = "narrowed" if fits(new, old) else "retyped"

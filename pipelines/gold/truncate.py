@@ -3,8 +3,8 @@
 Changes ordered before the batch's last TRUNCATE are dropped (counted stale, as are the batch's earlier
 TRUNCATEs; the last one counts applied); changes of later batches older than
 the highest TRUNCATE sequence seen stay stale (the mirror's table property
-``lakecdc.truncated_seq``). Tombstones up to that sequence are no longer needed and go too; the
-history's current versions close at it.
+``lakecdc.truncated_seq``). Key state up to that sequence no longer counts (a late change of a key the
+TRUNCATE removed finds no row); the history's current versions close at it.
 """
 
 from __future__ import annotations
@@ -25,42 +25,48 @@ if TYPE_CHECKING:
 TRUNCATED_SEQ_PROPERTY = "lakecdc.truncated_seq"
 
 
-def apply_truncate(
-    ctx: BatchContext, changes: DataFrame, profile: TableProfile, truncated_seq: str, history: TableRef | None = None
-) -> DataFrame:
-    """Apply the batch's TRUNCATE (if any) and return the other changes with ``stale``: older than
-    the TRUNCATE sequence (``truncated_seq``: as the mirror's property held it when the batch began)."""
+def truncate_mirror(ctx: BatchContext, profile: TableProfile, truncated_seq: str, history: TableRef | None) -> str:
+    """Empty the mirror as of the batch's last TRUNCATE: its rows up to that sequence go, the history's
+    current versions close at it, and the mirror's ``lakecdc.truncated_seq`` rises to it (``truncated_seq``:
+    as the property held it when the batch began). Returns the sequence changes must now be newer than."""
     from pyspark.sql import functions as F
 
     spark, ident = ctx.spark, ctx.ident
+    with ctx.txn(Step.TRUNCATE):
+        ident.ref.delta(spark).delete(F.col("_seq") <= F.lit(profile.truncate_seq))
+    if history is not None and history.exists(spark):
+        with ctx.txn(Step.TRUNCATE_HISTORY):
+            history.delta(spark).update(
+                condition=F.expr(f"_current AND _valid_from_seq <= {lit(profile.truncate_seq)}"),
+                set={
+                    "_current": F.lit(False),
+                    "_valid_to_seq": F.lit(profile.truncate_seq),
+                    "_valid_to": F.lit(profile.truncate_time).cast("timestamp"),
+                },
+            )
+    if profile.truncate_seq > truncated_seq:
+        truncated_seq = profile.truncate_seq
+        spark.sql(
+            f"ALTER TABLE {ident.ref.sql} SET TBLPROPERTIES ({lit(TRUNCATED_SEQ_PROPERTY)} = {lit(truncated_seq)})"
+        )
+    return truncated_seq
+
+
+def apply_truncate(
+    ctx: BatchContext, changes: DataFrame, profile: TableProfile, truncated_seq: str, history: TableRef | None = None
+) -> DataFrame:
+    """For a table without a key: apply the batch's TRUNCATE (if any) and return the other changes with
+    ``stale``: older than the TRUNCATE sequence. (Tables with a key decide this in the batch pass,
+    :func:`pipelines.gold.decide.with_key_state`, and call :func:`truncate_mirror` when they write.)"""
+    from pyspark.sql import functions as F
+
     if profile.truncate_ord is not None:
         before = F.col(ORD) <= ord_literal(profile.truncate_ord)
         superseded = changes.agg(F.count_if(before).alias("n")).first()["n"]  # the last TRUNCATE included
         ctx.stats.applied += 1
         ctx.stats.stale += superseded - 1
         changes = changes.where(~before)
-        with ctx.txn(Step.TRUNCATE):
-            ident.ref.delta(spark).delete(F.col("_seq") <= F.lit(profile.truncate_seq))
-        if ident.tombstones.exists(spark):
-            # Compaction that is provably safe: a change older than the truncate is stale through
-            # lakecdc.truncated_seq, so tombstones up to it are no longer needed.
-            with ctx.txn(Step.TRUNCATE_TOMBSTONES):
-                ident.tombstones.delta(spark).delete(F.col("_seq") <= F.lit(profile.truncate_seq))
-        if history is not None and history.exists(spark):
-            with ctx.txn(Step.TRUNCATE_HISTORY):
-                history.delta(spark).update(
-                    condition=F.expr(f"_current AND _valid_from_seq <= {lit(profile.truncate_seq)}"),
-                    set={
-                        "_current": F.lit(False),
-                        "_valid_to_seq": F.lit(profile.truncate_seq),
-                        "_valid_to": F.lit(profile.truncate_time).cast("timestamp"),
-                    },
-                )
-        if profile.truncate_seq > truncated_seq:
-            truncated_seq = profile.truncate_seq
-            spark.sql(
-                f"ALTER TABLE {ident.ref.sql} SET TBLPROPERTIES ({lit(TRUNCATED_SEQ_PROPERTY)} = {lit(truncated_seq)})"
-            )
+        truncated_seq = truncate_mirror(ctx, profile, truncated_seq, history)
     changes = changes.where("op != 'TRUNCATE'")
     if truncated_seq:
         return changes.withColumn("stale", F.col("seq") < F.lit(truncated_seq))

@@ -1,6 +1,6 @@
 """The built-in CDC checks every mirror gets without configuration.
 
-* ``key_not_null`` / ``key_unique``: the mirror after the merge has a key on every row, once.
+* ``key_not_null`` / ``key_unique``: the mirror has a key on every row, once.
 * ``seq_not_backwards``: a change never carries a sequence older than the mirror's row for its key.
 * ``source_drift``: an UPDATE/DELETE finds the row its before-image describes (else the source and
   the mirror disagree: a change was lost or the mirror was written behind our back).
@@ -8,12 +8,10 @@
 * ``reconcile``: after a full load, the mirror's row count and order-independent checksum equal the
   SNAPSHOT rows'.
 
-Each check is one function that returns its named GE expectations; the checks that read the same
-frame run as one GE suite (the mirror; a probe of the batch's changes against the mirror before the
-merge; the freshness lag per source; the reconciliation totals), so every frame is computed once.
-:func:`cdc_checks` is the entry point gold and the runner call; its inputs are keyword-only, each
-documented, and the checks that lack theirs are skipped. Longer than 400 lines because the six checks
-and the four suites that share their frames belong together: split, each frame would be computed twice.
+Each check is one function that returns its named GE expectations. After gold writes, the checks scale
+with what it wrote (:mod:`pipelines.quality.written`); :func:`cdc_checks` runs them on whole mirrors, as
+``lakecdc dq check`` asks, the checks that read the same frame as one GE suite, so every frame is computed
+once.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from pipelines.mirror_columns import source_types
 from pipelines.quality.batch import QualityFailure, run_checks
 from pipelines.quality.gx_session import great_expectations, utc_now
 from pipelines.quality.rules import CDC_CHECKS, DEFAULT_FRESHNESS, parse_duration
-from pipelines.sql import convert_expr, lit, q
+from pipelines.sql import lit, q
 from pipelines.sql import typed as typed_column
 
 if TYPE_CHECKING:
@@ -48,7 +46,6 @@ class MirrorFrames:
     after: DataFrame  # the mirror after the merge (gold columns + lineage ``_seq``, ``_source``, ``_event_time``)
     key_cols: tuple[str, ...]
     columns: Mapping[str, str | None]  # column → source type
-    before: DataFrame | None = None  # the mirror before the merge; without it no sequence or drift check
 
 
 # ---------------------------------------------------------------- one function per check
@@ -84,7 +81,7 @@ def key_unique(key_cols: Sequence[str]) -> list[Check]:
 
 
 def seq_not_backwards() -> list[Check]:
-    """On the :func:`change_probe`: a change's sequence is not older than the mirror's for its key."""
+    """On gold's probe of a batch's changes: a change's sequence is not older than the mirror's for its key."""
     E = great_expectations().expectations
     return [
         (
@@ -98,7 +95,7 @@ def seq_not_backwards() -> list[Check]:
 
 
 def source_drift() -> list[Check]:
-    """On the :func:`change_probe`: each UPDATE/DELETE not applied yet finds the row it describes."""
+    """On gold's probe of a batch's changes: each UPDATE/DELETE not applied yet finds the row it describes."""
     E = great_expectations().expectations
     return [
         (
@@ -111,9 +108,10 @@ def source_drift() -> list[Check]:
     ]
 
 
-#: The change checks as one Spark aggregation counts them over the :func:`change_probe`, exactly
-#: as GE does: check → (rows it counts, rows unexpected). GE skips a pair with a missing value, and
-#: its row condition and the value set leave NULL out (``run_checks`` runs GE only when one is unexpected).
+#: The change checks as one Spark aggregation counts them over gold's probe of a batch's changes
+#: (:func:`pipelines.gold.decide.probe_columns`), exactly as GE does: check → (rows it counts, rows
+#: unexpected). GE skips a pair with a missing value, and its row condition and the value set leave NULL
+#: out (``run_checks`` runs GE only when one is unexpected).
 CHANGE_COUNTS = {
     "cdc_seq_not_backwards": ("true", "seq IS NOT NULL AND prev_seq IS NOT NULL AND NOT (seq >= prev_seq)"),
     "cdc_source_drift": ("coalesce(check_drift, false)", "coalesce(check_drift AND NOT row_matches, false)"),
@@ -152,76 +150,6 @@ def reconcile() -> list[Check]:
 
 
 # ---------------------------------------------------------------- the frames the checks read
-
-
-def expected_key_sql(column: str) -> str:
-    """SQL of a key column's text where the change expects its row: an UPDATE/DELETE at its
-    before-image's key (a key change moves the row), any other change at its after-image's."""
-    name = lit(column)
-    return (
-        f"(CASE WHEN op IN ('UPDATE', 'DELETE') THEN coalesce(before[{name}], after[{name}]) "
-        f"ELSE coalesce(after[{name}], before[{name}]) END)"
-    )
-
-
-def change_probe(changes: DataFrame, mirror: MirrorFrames) -> DataFrame:
-    """One row per batch change: its sequence, the mirror's previous sequence for its key, and
-    whether the row an UPDATE/DELETE describes is the mirror's current row (``drift`` says why not)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    before_df, key_cols, columns = mirror.before, list(mirror.key_cols), mirror.columns
-    kcols = [f"k_{i}" for i in range(len(key_cols))]
-    ch = changes.where("op IN ('INSERT', 'UPDATE', 'DELETE', 'SNAPSHOT')")
-    ch = ch.selectExpr(
-        "*", *[f"{convert_expr(expected_key_sql(k), columns.get(k))} AS {q(kc)}" for k, kc in zip(key_cols, kcols)]
-    )
-    compare = [c for c in before_df.columns if c in columns and c not in key_cols and c not in LINEAGE_COLUMNS]
-    ch = ch.withColumn(
-        "ord", F.concat_ws("|", "seq", "queue_pos", F.lpad(F.col("change_index").cast("string"), 6, "0"))
-    )
-    ch = ch.withColumn("first_for_key", F.row_number().over(Window.partitionBy(*kcols).orderBy("ord")) == 1)
-    mb = before_df.select(
-        *[F.col(q(k)).alias(kc) for k, kc in zip(key_cols, kcols)],
-        F.col("_seq").alias("prev_seq"),
-        F.lit(True).alias("present"),
-        *[F.col(q(c)).alias(f"m_{j}") for j, c in enumerate(compare)],
-    )
-    cond = None
-    for kc in kcols:
-        c = ch[kc].eqNullSafe(mb[kc])
-        cond = c if cond is None else cond & c
-    j = ch.join(mb, cond, "left")
-    diffs = []
-    for idx, c in enumerate(compare):
-        was = convert_expr(f"before[{lit(c)}]", columns.get(c))
-        diffs.append(
-            f"CASE WHEN map_contains_key(coalesce(before, map()), {lit(c)}) "
-            f"AND NOT (({was}) <=> {q(f'm_{idx}')}) THEN {lit(c)} END"
-        )
-    diff_sql = f"concat_ws(',', {', '.join(diffs)})" if diffs else "''"
-    j = j.withColumn("diff_cols", F.expr(diff_sql))
-    j = j.withColumn("row_matches", F.expr("coalesce(present, false) AND diff_cols = ''"))
-    j = j.withColumn(
-        "drift",
-        F.expr(
-            "CASE WHEN present IS NULL THEN 'row missing' WHEN diff_cols != '' THEN concat('differs: ', diff_cols) END"
-        ),
-    )
-    # only changes not applied yet: a retried batch (seq <= mirror's) must not look like drift
-    j = j.withColumn(
-        "check_drift", F.expr("op IN ('UPDATE', 'DELETE') AND first_for_key AND (prev_seq IS NULL OR seq > prev_seq)")
-    )
-    return j.select(
-        "bronze_position",
-        F.col("change_index").cast("int").alias("change_index"),
-        "op",
-        "seq",
-        "prev_seq",
-        "row_matches",
-        "drift",
-        "check_drift",
-    )
 
 
 def threshold_seconds(threshold: Any, source: str | None) -> float:
@@ -348,11 +276,9 @@ def cdc_checks(
     table: str,
     mirror_df: DataFrame,
     key_cols: Sequence[str],
-    batch_changes_df: DataFrame | None = None,
     *,
     run_id: str = "",
     batch_id: int = 0,
-    mirror_before_df: DataFrame | None = None,
     columns: Mapping[str, str | None] | None = None,
     mirror_props: Mapping[str, str] | None = None,
     heartbeats_df: DataFrame | None = None,
@@ -362,33 +288,29 @@ def cdc_checks(
     checks: Iterable[str] = CDC_CHECKS,
     fail_on: Iterable[str] = (),
 ) -> list[dict]:
-    """The checks every mirror gets without configuration; returns dq_results rows.
+    """The checks of a whole mirror (``lakecdc dq check``); returns dq_results rows.
 
-    mirror_df          the mirror after this batch's merge (gold columns + lineage ``_seq``, ``_source``,
-                       ``_event_time``); key not NULL, key unique, freshness, reconciliation run on it.
+    mirror_df          the mirror (gold columns + lineage ``_seq``, ``_source``, ``_event_time``); key not
+                       NULL, key unique, freshness, reconciliation run on it.
     key_cols           the mirror's key columns.
-    batch_changes_df   gold's canonical changes of this batch (``op``, ``before``/``after`` maps of text,
-                       ``seq``, ``queue_pos``, ``change_index``, ``bronze_position``): sequence and drift.
-    mirror_before_df   the mirror before the merge (gold runs these checks before it merges, on the
-                       mirror's current snapshot); without it the sequence and drift checks are skipped.
     columns            column → source type (gold's ``columns``); default: those that mirror_props
                        (the mirror's table properties) record for mirror_df's columns.
     heartbeats_df      silver heartbeats (``source``, ``event_time``) – a heartbeat counts as progress.
     freshness_threshold  timedelta / seconds / "1 hour", or {source: ..., "*": default}; default 1 hour.
-    snapshot_df        the SNAPSHOT changes of a full load (canonical, like batch_changes_df):
-                       reconciles row count and checksum; skipped when None.
+    snapshot_df        the SNAPSHOT changes of a full load (silver's canonical changes): reconciles row
+                       count and checksum; skipped when None.
     checks             which of :data:`~pipelines.quality.rules.CDC_CHECKS` to run (default all).
     fail_on            check names (``cdc_key_unique``, ...) that raise :class:`QualityFailure`
                        instead of warning.
 
-    Result names: cdc_key_not_null, cdc_key_unique, cdc_seq_not_backwards, cdc_source_drift,
-    cdc_freshness, cdc_reconcile_count, cdc_reconcile_checksum.
+    Result names: cdc_key_not_null, cdc_key_unique, cdc_freshness, cdc_reconcile_count,
+    cdc_reconcile_checksum (the change checks, cdc_seq_not_backwards and cdc_source_drift, are gold's:
+    :func:`change_check_rows`).
     """
     wanted = set(checks)
     mirror = MirrorFrames(
         after=mirror_df,
         key_cols=tuple(key_cols),
-        before=mirror_before_df,
         columns=dict(columns) if columns is not None else source_types(mirror_df, mirror_props),
     )
     suites = _Suites(table, run_id, batch_id, fail_on)
@@ -399,17 +321,6 @@ def cdc_checks(
     )
     if items:  # GE validates the mirror on a cache of it (run_checks)
         suites.run("cdc_mirror", mirror.after, items, index_columns=[*mirror.key_cols, "_seq"])
-
-    # the batch's changes against the mirror before: sequences never backwards, UPDATE/DELETE find their row
-    items = (seq_not_backwards() if "seq_not_backwards" in wanted else []) + (
-        source_drift() if "source_drift" in wanted else []
-    )
-    if items and batch_changes_df is not None and mirror.before is not None and mirror.key_cols:
-        # not cached here: one aggregation decides, and only a check that finds a row runs GE (on a cache)
-        index = ["bronze_position", "change_index", "op", "drift"]
-        suites.run(
-            "cdc_changes", change_probe(batch_changes_df, mirror), items, index_columns=index, counted=CHANGE_COUNTS
-        )
 
     # newest event time or heartbeat per source vs now
     if "freshness" in wanted:

@@ -4,7 +4,10 @@ fold must)."""
 
 from __future__ import annotations
 
+from pipelines.gold.decide import fold_inputs
 from pipelines.gold.fold import VALUES, WRITTEN, fold_per_key, struct_field
+from pipelines.gold.keyed import merge_source
+from pipelines.gold.lookups import MIRROR
 from pipelines.gold.order import with_order
 from pipelines.gold.schema import MirrorShape
 
@@ -28,8 +31,10 @@ def test_the_fold_names_every_column_however_hostile(spark):
         "before MAP<STRING,STRING>, changed ARRAY<STRING>, event_time STRING, source STRING, format STRING, "
         "bronze_position STRING, ingest_time TIMESTAMP",
     )
-    keyed = with_order(frame).selectExpr("named_struct('id', CAST(after['id'] AS BIGINT)) AS k", "*")
-    folded = fold_per_key(keyed, ("id",), MirrorShape(columns=columns))
+    keyed = with_order(frame).selectExpr(
+        f"'m' AS {MIRROR}", "'[\"1\"]' AS k", "map('id', after['id']) AS kimg", "false AS prev_live", "*"
+    )
+    folded = merge_source(fold_per_key(fold_inputs(keyed, 0)), ("id",), MirrorShape(columns=columns))
     [row] = folded.selectExpr(
         "live",
         "_seq",

@@ -339,12 +339,29 @@ def test_truncate_closes_the_current_versions(spark, tmp_path):
     assert gold.rows() == [{"id": 3, "a": 3}]
 
 
-def test_truncate_compacts_the_tombstones_it_supersedes_and_late_changes_stay_stale(spark, tmp_path):
+def _tombstones(gold: Gold) -> list[tuple[int, str]]:
+    """The deleted keys key state holds for shop.t that still count (newer than the mirror's TRUNCATE),
+    as (id, last three digits of the delete's sequence)."""
+    import json
+
+    from pipelines.gold.state import GoldState
+    from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
+    from pipelines.mirror_columns import table_properties
+
+    truncated = table_properties(gold.spark, gold.wh.mirror("shop.t")).get(TRUNCATED_SEQ_PROPERTY, "")
+    rows = GoldState(gold.wh).current_keys(gold.spark).where("mirror = 'shop__t' AND NOT live").collect()
+    return sorted((int(json.loads(r["k"])[0]), r["seq"][-3:]) for r in rows if r["seq"] > truncated)
+
+
+def _last_write(gold: Gold) -> str:
+    return gold.spark.sql(f"DESCRIBE HISTORY {gold.wh.mirror('shop.t').sql} LIMIT 1").first()["operation"]
+
+
+def test_a_truncate_supersedes_the_tombstones_before_it_and_late_changes_stay_stale(spark, tmp_path):
     gold = Gold(spark, tmp_path)
     insert = change("INSERT", 1, after=_row(1, a="1"))
     gold.apply([insert, change("DELETE", 2, before=_row(1, a="1")), change("DELETE", 4, before=_row(9, a="9"))])
-    tombstones = gold.wh.tombstones("shop.t")
-    assert sorted(r["id"] for r in tombstones.read(spark).collect()) == [1, 9]
+    assert _tombstones(gold) == [(1, "002"), (9, "004")]
     truncate = Change(
         op="TRUNCATE",
         db="shop",
@@ -355,36 +372,30 @@ def test_truncate_compacts_the_tombstones_it_supersedes_and_late_changes_stay_st
         ddl="TRUNCATE TABLE shop.t",
     )
     gold.apply([truncate])
-    assert [r["id"] for r in tombstones.read(spark).collect()] == [9], "only the tombstone newer than the truncate"
+    assert _tombstones(gold) == [(9, "004")], "only the tombstone newer than the truncate"
     stats = gold.apply([insert, change("INSERT", 3, after=_row(9, a="99"))])  # both older than what they meet
     assert (stats.applied, stats.stale) == (0, 2)
     assert gold.rows() == []
 
 
-def test_new_tombstones_are_appended_and_a_tombstoned_key_is_merged(spark, tmp_path):
-    """A batch that deletes keys none of which has a tombstone yet appends their tombstones (one write,
-    not a MERGE); a batch that meets a tombstoned key MERGEs, updating or removing its tombstone. The
-    tombstones hold one row per deleted key, with the sequence of its delete, either way."""
+def test_deleted_keys_stay_in_key_state_and_new_keys_are_appended(spark, tmp_path):
+    """Key state keeps one row per deleted key, with the sequence of its delete, so a late change older
+    than the delete never brings the row back; a key inserted again lives again. A batch whose keys are
+    all new to the mirror appends them (one write, not a MERGE)."""
     gold = Gold(spark, tmp_path)
-    tombstones = gold.wh.tombstones("shop.t")
-
-    def state():
-        rows = tombstones.read(spark).collect()
-        last = spark.sql(f"DESCRIBE HISTORY {tombstones.sql} LIMIT 1").first()["operation"]
-        return sorted((r["id"], r["_seq"][-3:]) for r in rows), last
-
     gold.apply([change("INSERT", n, after=_row(n, a=str(n))) for n in (1, 2, 3)])
+    assert _last_write(gold) == "WRITE"
     gold.apply([change("DELETE", 10, before=_row(1, a="1")), change("DELETE", 11, before=_row(2, a="2"))])
-    assert state() == ([(1, "010"), (2, "011")], "WRITE")
+    assert (_tombstones(gold), _last_write(gold)) == ([(1, "010"), (2, "011")], "MERGE")
     gold.apply([change("DELETE", 12, before=_row(3, a="3")), change("DELETE", 13, before=_row(1, a="1"))])
-    assert state() == ([(1, "013"), (2, "011"), (3, "012")], "MERGE"), "key 1 was tombstoned: its row is updated"
+    assert _tombstones(gold) == [(1, "013"), (2, "011"), (3, "012")], "key 1 deleted again: its newer delete"
     gold.apply([change("INSERT", 14, after=_row(2, a="22")), change("DELETE", 15, before=_row(7, a="7"))])
-    assert state() == ([(1, "013"), (3, "012"), (7, "015")], "MERGE"), "key 2 lives again: its tombstone goes"
-    gold.apply([change("DELETE", 16, before=_row(8, a="8"))])
-    assert state() == ([(1, "013"), (3, "012"), (7, "015"), (8, "016")], "WRITE")
-    stats = gold.apply([change("INSERT", 9, after=_row(8, a="8"))])  # older than key 8's delete
+    assert _tombstones(gold) == [(1, "013"), (3, "012"), (7, "015")], "key 2 lives again"
+    gold.apply([change("INSERT", 16, after=_row(8, a="8"))])
+    assert _last_write(gold) == "WRITE", "a key never seen: appended"
+    stats = gold.apply([change("INSERT", 9, after=_row(7, a="7"))])  # older than key 7's delete
     assert (stats.applied, stats.stale) == (0, 1)
-    assert [r["id"] for r in gold.rows()] == [2]
+    assert [r["id"] for r in gold.rows()] == [2, 8]
 
 
 @pytest.mark.parametrize("key", [("id",), ()], ids=["keyed", "keyless"])
@@ -479,7 +490,12 @@ def test_column_names_that_need_quoting_fold_merge_and_keep_history(spark, tmp_p
         {"i.d": 1, "a'b": 10, "e.f": "ONE", "x$%^&*\\": None},
         {"i.d": 5, "a'b": 2, "e.f": "two", "x$%^&*\\": "x2"},
     ]
-    assert [r["i.d"] for r in gold.wh.tombstones("shop.t").read(spark).collect()] == [2], "the moved key"
+    import json
+
+    from pipelines.gold.state import GoldState
+
+    deleted = GoldState(gold.wh).current_keys(spark).where("NOT live").collect()
+    assert [json.loads(r["k"]) for r in deleted] == [["2"]], "the moved key"
     history = sorted(
         (r["i.d"], r["a'b"], r["e.f"], r["_current"]) for r in gold.wh.history("shop.t").read(spark).collect()
     )
@@ -595,3 +611,43 @@ def test_the_change_checks_see_the_mirror_as_the_batch_found_it(spark, tmp_path)
     )
     assert checks(2) == {"cdc_source_drift": (False, 1), "cdc_seq_not_backwards": (False, 1)}
     assert [(r["id"], r["a"]) for r in gold.rows()] == [(1, 6), (3, 3)]
+
+
+def _check_results(gold: Gold, batch: int, names=("cdc_source_drift", "cdc_seq_not_backwards")) -> dict:
+    from pipelines.quality.storage import dq_results_ref
+
+    rows = dq_results_ref(gold.wh).read(gold.spark).where(f"batch_id = {batch}").collect()
+    return {r["expectation"]: r for r in rows if r["expectation"] in names}
+
+
+def test_drift_names_the_columns_that_differ_and_the_rows_missing(spark, tmp_path):
+    """Against key state's hashes of each column: an UPDATE whose before-image holds another value (the
+    columns named), a DELETE of a row the mirror never had, and a DELETE whose before-image carries only
+    its key (nothing to compare: it matches)."""
+    gold = Gold(spark, tmp_path, quality_checks=True)
+    gold.apply([change("INSERT", n, after=_row(n, a=str(n), b="x", d="1.50")) for n in (1, 2, 3)])
+    gold.apply(
+        [
+            # a differs; d 1.5 is the mirror's 1.50
+            change("UPDATE", 7, before=_row(1, a="9", b="x", d="1.5"), after=_row(1, a="6", b="x", d="1.5")),
+            change("DELETE", 8, before=_row(42, a="1")),  # never in the mirror
+            change("DELETE", 9, before={"id": "3"}),  # only its key
+        ]
+    )
+    drift = _check_results(gold, 1)["cdc_source_drift"]
+    assert (drift["success"], drift["element_count"], drift["unexpected_count"]) == (False, 3, 2)
+    assert "differs: a" in drift["details"] and "row missing" in drift["details"]
+    assert "#1.0" in drift["details"] and "#1.1" in drift["details"] and "#1.2" not in drift["details"]
+
+
+@pytest.mark.parametrize("key", [("i.d",), ("x$%^&*\\",)], ids=["dotted key", "symbol key"])
+def test_the_drift_check_compares_columns_however_named(spark, tmp_path, key):
+    gold = Gold(spark, tmp_path, quality_checks=True)
+    row = {"i.d": "1", "a'b": "1", "e.f": "old", "x$%^&*\\": "k1"}
+    gold.apply([change("INSERT", 1, after=row, types=ODD_TYPES, key=key)])
+    gold.apply(
+        [change("UPDATE", 2, before={**row, "e.f": "stale"}, after={**row, "e.f": "new"}, types=ODD_TYPES, key=key)]
+    )
+    drift = _check_results(gold, 1)["cdc_source_drift"]
+    assert (drift["success"], drift["unexpected_count"]) == (False, 1)
+    assert "differs: e.f" in drift["details"]

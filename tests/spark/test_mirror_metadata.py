@@ -229,7 +229,7 @@ def test_a_catalog_mirror_declares_its_key_where_the_catalog_can(spark, tmp_path
 def test_an_update_marks_the_row_it_replaces_in_a_large_mirror_and_rewrites_a_small_one(
     spark, tmp_path, monkeypatch, large
 ):
-    """Mirrors and tombstones use deletion vectors: a MERGE that changes one row of a file copies none of
+    """Mirrors use deletion vectors: a MERGE that changes one row of a file copies none of
     the file's other rows (without them it rewrites the whole file). A mirror under
     ``REWRITE_BELOW_BYTES`` is rewritten instead (one small file: the cheaper write); the rows are the same."""
     if large:  # every mirror counts as large
@@ -239,9 +239,8 @@ def test_an_update_marks_the_row_it_replaces_in_a_large_mirror_and_rewrites_a_sm
     old, new = _row(3, u="1", d="1.00", a="1"), _row(3, u="2", d="2.00", a="2")
     gold.apply([change("UPDATE", 6, before=old, after=new, types=TYPES)])
     gold.apply([change("DELETE", 7, before=_row(4, u="1", d="1.00", a="1"), types=TYPES)])
-    mirror, tombstones = gold.wh.mirror("shop.t"), gold.wh.tombstones("shop.t")
-    for ref in (mirror, tombstones):
-        assert table_properties(spark, ref).get("delta.enableDeletionVectors") == "true", ref
+    mirror = gold.wh.mirror("shop.t")
+    assert table_properties(spark, mirror).get("delta.enableDeletionVectors") == "true"
     merges = [
         r["operationMetrics"]
         for r in spark.sql(f"DESCRIBE HISTORY {mirror.sql}").where("operation = 'MERGE'").collect()

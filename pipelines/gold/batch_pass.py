@@ -1,0 +1,294 @@
+"""The batch pass of a micro-batch: every decision, for all of its tables at once (steps 1 and 2 of
+:mod:`pipelines.gold.stage`).
+
+:class:`BatchPass` plans the batch (the profile, one Spark job; each table's mirror, key and shape:
+:mod:`pipelines.gold.plan`), adopts mirrors written before key state, and decides in one pass over the batch
+(:mod:`pipelines.gold.decide`): quarantine reasons, keys, staleness against key state, one aggregation of
+every table's counts and change checks, the fresh changes as the fold reads them. The configured row rules
+run here too (Great Expectations, per table that has them): ``drop`` gives the offending changes a reason.
+:class:`GoldStream` is what gold keeps from one batch of a stream to the next.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pipelines.config import PipelineConfig
+from pipelines.gold.batch import BatchContext, GoldStats, Step
+from pipelines.gold.decide import (
+    check_changes,
+    fold_inputs,
+    keyed_changes,
+    table_counts,
+    with_change_checks,
+    with_key_state,
+)
+from pipelines.gold.lookups import MIRROR, Lookups
+from pipelines.gold.order import with_order
+from pipelines.gold.plan import MirrorCache, TablePlan, describe_table, plan_tables
+from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch, source_table_col
+from pipelines.gold.state import GoldState, Pending, adopt_mirror
+from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
+from pipelines.quality.storage import write_results
+from pipelines.quality.written import change_check_rows
+from pipelines.warehouse import SOURCE_IDENTITY_PROPERTY, Warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+#: Great Expectations validations run one at a time (its context is not known to be thread-safe).
+GE_LOCK = threading.Lock()
+#: Settings of the sessions gold applies a batch with.
+GOLD_SESSION_CONF = {
+    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",  # map_concat: later image wins
+}
+
+
+@dataclass
+class GoldStream:
+    """What gold keeps between the batches of one stream: mirror metadata, the changes waiting per mirror,
+    and whether the next batch may be a retry (the first of a stream may: its writes look for their commit
+    markers first). ``drain``: merge every mirror each batch (a run until caught up; a direct call)."""
+
+    drain: bool = True
+    careful: bool = True
+    base: int = 0  # the state tables' batch = base + the stream's batch id (a new checkpoint starts above)
+    cache: MirrorCache = field(default_factory=MirrorCache)
+    pending: dict[str, Pending] | None = None  # None: read from the state tables
+    through: dict[str, int] = field(default_factory=dict)  # mirror → batch its pending changes are applied through
+    last_batch: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def load(self, spark: SparkSession, state: GoldState) -> None:
+        """Read what waits (once per stream): progress, then the pending changes after it."""
+        if self.pending is None:
+            self.through = state.progress_now(spark)
+            self.pending = state.pending_now(spark, self.through)
+
+    @property
+    def waiting(self) -> int:
+        return sum(p.changes for p in (self.pending or {}).values())
+
+
+class BatchPass:
+    """One micro-batch, planned and decided: the plans, the decided changes and their counts."""
+
+    def __init__(
+        self, spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, app_id: str, batch_id: int, stream: GoldStream
+    ) -> None:
+        self.spark, self.cfg, self.wh, self.app_id, self.batch_id, self.stream = (
+            spark,
+            cfg,
+            wh,
+            app_id,
+            batch_id,
+            stream,
+        )
+        self.state = GoldState(wh)
+        self.state_batch = stream.base + batch_id
+        self.results: list[dict] = []
+        self.stats = GoldStats()
+        self._lock = threading.Lock()  # the stats and results of tables applied side by side
+
+    @contextmanager
+    def decided(self, batch_df: DataFrame) -> Iterator[BatchPass]:
+        """Plan and decide the batch (steps 1 and 2); its frames stay cached for the table pass inside."""
+        from pyspark.sql import functions as F
+
+        spark = self.spark
+        for key, value in GOLD_SESSION_CONF.items():
+            spark.conf.set(key, value)
+        if "invalid" not in batch_df.columns:  # silver written before invalid values were kept
+            batch_df = batch_df.withColumn("invalid", F.lit(None).cast("map<string,string>"))
+        self.state.ensure(spark)
+        self.stream.load(spark, self.state)
+        batch = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
+        try:
+            self.plans = self._plan(profile_batch(batch))
+            self.lookups = _lookups(self.plans)
+            self._decide(batch)
+            try:
+                yield self
+            finally:
+                self.rows.unpersist()
+                self.checked.unpersist()
+        finally:
+            batch.unpersist()
+
+    # -- 1. plan
+    def _plan(self, profiles: dict[str, TableProfile]) -> dict[str, TablePlan]:
+        """A plan for every source table of the batch, and for every mirror with changes waiting (it may be
+        due although the batch has none of its changes)."""
+        for mirror in self.stream.pending or {}:
+            meta = self.stream.cache.get(self.spark, self.wh.mirror_of_state_key(mirror))
+            identity = (meta.props if meta else {}).get(SOURCE_IDENTITY_PROPERTY)
+            if identity and identity not in profiles:
+                profiles[identity] = TableProfile(identity)
+        plans = plan_tables(self.spark, self.cfg, self.wh, profiles, self.stream.cache, self.state_batch)
+        for plan in plans.values():
+            if plan.keyed and plan.since is None:  # a mirror written before key state
+                adopt_mirror(self.spark, self.state, plan.ident, plan.key, self.state_batch)
+                self.stream.cache.forget(plan.ident.ref)
+                plan.since = -1
+        return plans
+
+    # -- 2. decide
+    def _decide(self, batch: DataFrame) -> None:
+        from pyspark.sql import functions as F
+
+        checks = self.cfg.quality_checks
+        self.checked = self._batch_expectations(check_changes(batch, self.plans, self.lookups)).persist()
+        good = self.checked.where("reason IS NULL")
+        keyed = keyed_changes(good, self.lookups)
+        wanted = keyed.select(F.col(MIRROR).alias("mirror"), "k").distinct()
+        rows = with_key_state(keyed, self.state.key_state(self.spark, wanted, self.state_batch), self.plans)
+        self.rows = (with_change_checks(rows, self.lookups) if checks else rows).persist()
+        truncates = good.where(f"op = 'TRUNCATE' AND size({self.lookups.key_sql()}) > 0").withColumn(
+            "truncate", F.lit(True)
+        )
+        decided = (
+            self.rows.withColumn("truncate", F.lit(False))
+            .unionByName(self.checked.where("reason IS NOT NULL"), allowMissingColumns=True)
+            .unionByName(truncates, allowMissingColumns=True)
+        )
+        self.counts = {r[SOURCE_TABLE]: r for r in table_counts(decided, checks).collect()}
+        for plan in self.plans.values():
+            self._count(plan)
+        self.fresh = fold_inputs(self.rows.where("NOT stale"), self.state_batch)
+
+    def _count(self, plan: TablePlan) -> None:
+        """The table's decisions into the batch's stats, and its change checks' results."""
+        from pyspark.sql import functions as F
+
+        stats, c = self.stats, self.counts.get(plan.name)
+        if plan.profile.changes:
+            stats.tables.add(plan.name)
+            stats.changes += plan.profile.changes
+        if c is None:
+            return
+        stats.quarantined += c["quarantined"]
+        if not plan.keyed:
+            return
+        stats.applied += c["applied"]
+        stats.stale += c["stale"]
+        if c["truncates"]:  # the last TRUNCATE applies; the ones before it are superseded
+            stats.applied += 1
+            stats.stale += c["truncates"] - 1
+        if self.cfg.quality_checks:
+            probe = self.rows.where((F.col(MIRROR) == plan.mirror) & F.col("probe"))
+            with GE_LOCK:
+                self.results += change_check_rows(
+                    plan.ident.mirror_name, c, probe, run_id=self.app_id, batch_id=self.batch_id
+                )
+
+    def _batch_expectations(self, checked: DataFrame) -> DataFrame:
+        """The tables' row rules (Great Expectations) on their changes: ``drop`` gives the offending changes
+        a reason (the rule), ``warn`` records, ``fail`` stops the stream."""
+        from pyspark.sql import functions as F
+
+        checked = checked.withColumn("rule", F.lit(None).cast("string")).withColumn(
+            "bad_value", F.lit(None).cast("string")
+        )
+        dropped = []
+        for plan in self.plans.values():
+            rules = [r for r in (plan.tc.expectations if plan.tc else ()) if r.scope == "batch"]
+            if not rules or plan.shape is None or not plan.profile.changes:
+                continue
+            changes = checked.where((F.col(SOURCE_TABLE) == plan.name) & F.col("reason").isNull())
+            with _kept_if_failing(self, plan, Step.EXPECTATION_RESULTS), GE_LOCK:
+                quality = check_batch(
+                    self.spark,
+                    plan.ident.mirror_name,
+                    typed_changes(changes, plan.shape.columns),
+                    rules,
+                    self.app_id,
+                    self.batch_id,
+                )
+            self.results += quality.results
+            if quality.dropped is not None and quality.dropped_count:
+                dropped.append(quality.dropped)
+                log.warning(
+                    "gold: %s: %d changes quarantined by expectations", plan.ident.mirror_name, quality.dropped_count
+                )
+        if not dropped:
+            return checked
+        drops = dropped[0]
+        for more in dropped[1:]:
+            drops = drops.unionByName(more)
+        drops = drops.select(
+            "bronze_position",
+            "change_index",
+            F.col("rule").alias("_rule"),
+            F.col("bad_value").alias("_bad_value"),
+            F.col("reason").alias("_reason"),
+        )
+        return (
+            checked.join(drops, ["bronze_position", "change_index"], "left")
+            .withColumn("reason", F.coalesce("reason", "_reason"))
+            .withColumn("rule", F.coalesce("rule", "_rule"))
+            .withColumn("bad_value", F.coalesce("bad_value", "_bad_value"))
+            .drop("_rule", "_bad_value", "_reason")
+        )
+
+    def _context(self, session: SparkSession, plan: TablePlan) -> BatchContext:
+        return BatchContext(
+            session, plan.ident, self.wh, self.app_id, self.batch_id, GoldStats(tables={plan.name}), self.results
+        )
+
+    def _describe(self, task: str) -> str:
+        plan = next((p for p in self.plans.values() if p.mirror == task), None)
+        return describe_table(self.cfg, self.wh, plan.name) if plan else f"gold's {task}"
+
+    def log(self) -> None:
+        """The batch in one line (and loudly, any change the counts lost)."""
+        s = self.stats
+        log.info(
+            "gold batch %d: %d changes of %d tables: %d applied, %d stale, %d quarantined; %d mirrors written, "
+            "%d changes waiting",
+            self.batch_id,
+            s.changes,
+            len(s.tables),
+            s.applied,
+            s.stale,
+            s.quarantined,
+            len(s.written),
+            s.waiting,
+        )
+        if s.unaccounted:
+            log.error(
+                "gold batch %d: %d of %d changes are neither applied, stale nor quarantined",
+                self.batch_id,
+                s.unaccounted,
+                s.changes,
+            )
+
+
+def _seconds(micros: int | None) -> float | None:
+    return None if micros is None else micros / 1e6
+
+
+def _lookups(plans: Mapping[str, TablePlan]) -> Lookups:
+    lookups = Lookups()
+    for plan in plans.values():
+        if plan.shape is not None:
+            lookups.add(plan.name, plan.mirror, plan.shape.columns, plan.key)
+    return lookups
+
+
+@contextmanager
+def _kept_if_failing(batch: BatchPass, plan: TablePlan, step: Step) -> Iterator[None]:
+    """A ``fail`` rule stops the stream, so the batch's one ``dq_results`` append never comes: the
+    failing check's rows are written at once (stamped per mirror and step, so a retry writes them once)."""
+    try:
+        yield
+    except QualityFailure as failure:
+        ctx = batch._context(batch.spark, plan)
+        write_results(batch.spark, batch.wh, failure.results, app_id=ctx.stamp(step), version=batch.batch_id)
+        raise

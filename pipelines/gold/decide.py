@@ -1,0 +1,303 @@
+"""The batch pass: every decision of a micro-batch, for all of its tables at once.
+
+What used to cost Spark jobs per table (a quarantine probe, a staleness join against the mirror and its
+tombstones, counts, the change checks) is one pass over the batch, against key state shared by all
+mirrors (:mod:`pipelines.gold.state`) and each table's facts as lookups (:mod:`pipelines.gold.lookups`):
+
+1. :func:`check_changes` – each change's ``reason`` to go to quarantine (a refused table, a schema change
+   a ``quarantine`` policy holds back, a value that does not fit its column, a key column missing or NULL,
+   an invalid value under ``invalid_values: quarantine``), NULL when it can apply;
+2. :func:`keyed_changes` – for a table with a key: the key ``k`` each change writes (canonical text, so
+   ``01`` and ``1`` of an INT are one key), its key columns ``kimg``, and the DELETE of the old key of an
+   UPDATE that moves its row (``moved``, just before the UPDATE);
+3. :func:`with_key_state` – the key's state before the batch, and ``stale``: older than the sequence key
+   state holds for the key (an equal sequence re-applies: that is what makes a retry idempotent), or than
+   the mirror's TRUNCATE;
+4. :func:`table_counts` – per source table, one aggregation: quarantined, applied, stale, and the counts of
+   the change checks (a sequence older than the mirror's row; an UPDATE/DELETE whose before-image is not
+   the mirror's row: drift), so a batch that passes runs no Great Expectations;
+5. :func:`fold_inputs` and :func:`key_state_rows` – the fresh changes as the fold reads them, and the key
+   state they leave (one row per key: its last sequence, live or deleted, its values' hashes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from pipelines.gold.lookups import MIRROR, Lookups, map_sql
+from pipelines.gold.order import ORD, delete_first, ord_sql
+from pipelines.gold.plan import TablePlan
+from pipelines.gold.profile import SOURCE_TABLE
+from pipelines.sql import EMPTY_MAP, PARTIAL_SQL, ROW_AFTER_SQL, ROW_IMAGE_SQL, lit
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: A change's columns the fold, the pending table and the history read (:data:`pipelines.gold.state.PENDING_DDL`).
+FOLD_FIELDS = ("op", "seq", "queue_pos", "event_time", "source", "format", "bronze_position", "ingest_time")
+#: The seed of Spark's ``xxhash64``, which is what it returns for NULL: a column never written hashes so.
+NULL_HASH = 42
+
+
+# ---------------------------------------------------------------- 1. quarantine reasons
+
+
+def check_changes(batch: DataFrame, plans: Mapping[str, TablePlan], lookups: Lookups) -> DataFrame:
+    """Each change with ``_mirror`` and ``reason`` (NULL: it can apply). Older images of a renamed
+    column read the new name first (``evolve`` of a RENAME)."""
+    from pyspark.sql import functions as F
+
+    frame = _renamed(batch.withColumn(MIRROR, F.expr(lookups.mirror_sql)), plans)
+    keys, row = lookups.key_sql(), f"coalesce({ROW_IMAGE_SQL}, {EMPTY_MAP})"
+    found = {  # the first offending entry of each kind, once per change
+        f"_misfit_{image}": f"try_element_at(filter(map_entries(coalesce({image}, {EMPTY_MAP})), "
+        f"e -> e.value IS NOT NULL AND NOT ({lookups.fits('e.value', lookups.conversion_sql('e.key'))})), 1)"
+        for image in ("after", "before")
+    }
+    found["_key_missing"] = (
+        f"try_element_at(filter({keys}, kc -> NOT (map_contains_key(coalesce(after, {EMPTY_MAP}), kc) "
+        f"OR map_contains_key(coalesce(before, {EMPTY_MAP}), kc))), 1)"
+    )
+    found["_key_null"] = f"try_element_at(filter({keys}, kc -> map_contains_key({row}, kc) AND {row}[kc] IS NULL), 1)"
+    frame = frame.withColumns({name: F.expr(sql) for name, sql in found.items()})
+    checks = []
+    refused = {name: lit(p.conflict) for name, p in plans.items() if p.conflict}
+    if refused:
+        checks.append(f"element_at({map_sql(refused, 'string')}, {SOURCE_TABLE})")
+    for plan in plans.values():
+        for predicate, reason in plan.shape.rejects if plan.shape else ():
+            checks.append(f"CASE WHEN {MIRROR} = {lit(plan.mirror)} AND ({predicate}) THEN {lit(reason)} END")
+    for image in ("after", "before"):
+        misfit = f"_misfit_{image}"
+        checks.append(
+            f"CASE WHEN {misfit} IS NOT NULL THEN concat('value ', substr({misfit}.value, 1, 80), ' of column ', "
+            f"{misfit}.key, ' does not fit ', {lookups.target_sql(f'{misfit}.key')}) END"
+        )
+    checks.append(
+        "CASE WHEN op != 'TRUNCATE' AND _key_missing IS NOT NULL THEN "
+        "concat('key column ', _key_missing, ' is missing from the change') END"
+    )
+    checks.append(
+        "CASE WHEN op != 'TRUNCATE' AND _key_null IS NOT NULL THEN "
+        "concat('key column ', _key_null, ' is NULL (a table with a key needs one on every row)') END"
+    )
+    strict = [lit(p.mirror) for p in plans.values() if p.shape and p.invalid_policy == "quarantine"]
+    if strict:
+        checks.append(
+            f"CASE WHEN {MIRROR} IN ({', '.join(strict)}) AND invalid IS NOT NULL AND size(invalid) > 0 THEN "
+            "concat('values the source holds as invalid (column: raw value): ', substr(to_json(invalid), 1, 400), "
+            "' (invalid_values: quarantine)') END"
+        )
+    return frame.withColumn("reason", F.expr(f"coalesce({', '.join(checks)})")).drop(*found)
+
+
+def _renamed(frame: DataFrame, plans: Mapping[str, TablePlan]) -> DataFrame:
+    """Images of tables whose mirror renamed a column read the new name (``evolve`` of a RENAME)."""
+    from pyspark.sql import functions as F
+
+    cases = [
+        f"WHEN {MIRROR} = {lit(p.mirror)} AND k = {lit(old)} THEN {lit(new)}"
+        for p in plans.values()
+        if p.shape
+        for old, new in p.shape.renames.items()
+    ]
+    if not cases:
+        return frame
+    case = f"CASE {' '.join(cases)} ELSE k END"
+    for image in ("before", "after", "col_types"):
+        frame = frame.withColumn(image, F.expr(f"transform_keys({image}, (k, v) -> {case})"))
+    return frame.withColumn("changed", F.expr(f"transform(changed, k -> {case})"))
+
+
+# ---------------------------------------------------------------- 2. keys
+
+
+def keyed_changes(good: DataFrame, lookups: Lookups) -> DataFrame:
+    """The changes of tables with a key (TRUNCATE aside) with ``k``, ``kimg`` and ``moved``, and the DELETE of
+    the old key of every UPDATE that moves its row to a new key (``moved`` true, ordered just before it)."""
+    from pyspark.sql import functions as F
+
+    keys = lookups.key_sql()
+    written = (
+        f"CASE WHEN op = 'UPDATE' THEN map_concat(coalesce(before, {EMPTY_MAP}), coalesce(after, {EMPTY_MAP})) "
+        f"ELSE {ROW_IMAGE_SQL} END"
+    )
+    carried = f"map_contains_key(coalesce(before, {EMPTY_MAP}), kc)"
+    has_old = f"op = 'UPDATE' AND size({keys}) > 0 AND forall({keys}, kc -> {carried})"
+
+    def key_columns(image: str) -> str:
+        return f"map_filter({image}, (c, v) -> array_contains({keys}, c))"
+
+    rows = good.where(f"op != 'TRUNCATE' AND size({keys}) > 0").select(
+        "*",
+        F.expr(lookups.key_text(written)).alias("k"),
+        F.expr(key_columns(written)).alias("kimg"),
+        F.expr(f"CASE WHEN {has_old} THEN {lookups.key_text('before')} END").alias("old_k"),
+        F.expr(f"CASE WHEN {has_old} THEN {key_columns('before')} END").alias("old_kimg"),
+        F.lit(False).alias("moved"),
+    )
+    moved = (
+        rows.where("old_k IS NOT NULL AND NOT (old_k <=> k)")
+        .withColumn("k", F.col("old_k"))
+        .withColumn("kimg", F.col("old_kimg"))
+        .withColumn("op", F.lit("DELETE"))
+        .withColumn("moved", F.lit(True))
+        .withColumn(ORD, delete_first())
+    )
+    return rows.unionByName(moved)
+
+
+# ---------------------------------------------------------------- 3. staleness
+
+
+def with_key_state(rows: DataFrame, state: DataFrame, plans: Mapping[str, TablePlan]) -> DataFrame:
+    """Each keyed change with its key's state before the batch (``s_seq``, ``s_live``, ``s_vh``; NULL where
+    none counts) and ``stale``. A key state row counts unless the mirror was created after it (a mirror
+    dropped by hand and made again) or the mirror's TRUNCATE superseded it."""
+    from pyspark.sql import functions as F
+
+    since = {p.mirror: str(p.since) for p in plans.values() if p.keyed and p.since > 0}
+    truncated = {p.mirror: lit(t) for p in plans.values() if p.keyed and (t := truncated_seq(p))}
+    valid = ["true"]
+    if since:
+        valid.append(f"s_batch >= coalesce(element_at({map_sql(since, 'bigint')}, mirror), -1)")
+    if truncated:
+        valid.append(f"NOT coalesce(s_seq <= element_at({map_sql(truncated, 'string')}, mirror), false)")
+    counted = state.where(" AND ".join(valid)).withColumnRenamed("mirror", MIRROR)
+    joined = rows.join(counted, [MIRROR, "k"], "left")
+    stale = "seq < s_seq"
+    if truncated:
+        stale += f" OR seq < coalesce(element_at({map_sql(truncated, 'string')}, {MIRROR}), '')"
+    superseded = _superseded(plans)
+    if superseded:
+        stale += f" OR {superseded}"
+    return joined.withColumn("stale", F.expr(f"coalesce({stale}, false)")).withColumn(
+        "prev_live", F.coalesce("s_live", F.lit(False))
+    )
+
+
+def truncated_seq(plan: TablePlan) -> str:
+    """The TRUNCATE sequence a table's changes must be newer than: the mirror's, or this batch's last."""
+    return max(plan.truncated_seq, plan.profile.truncate_seq or "") if plan.keyed else plan.truncated_seq
+
+
+def _superseded(plans: Mapping[str, TablePlan]) -> str:
+    """SQL: the change comes before its table's TRUNCATE in this batch."""
+    parts = [
+        f"({MIRROR} = {lit(p.mirror)} AND {ORD} <= {ord_sql(p.profile.truncate_ord)})"
+        for p in plans.values()
+        if p.truncates and p.keyed
+    ]
+    return " OR ".join(parts)
+
+
+# ---------------------------------------------------------------- 4. counts and the change checks
+
+
+def probe_columns(lookups: Lookups) -> dict[str, str]:
+    """SQL of the change checks' columns on a keyed change with its key state (see ``CHANGE_COUNTS`` in
+    :mod:`pipelines.quality.checks`): ``probe`` (the row stands for a change's expected row: an
+    UPDATE/DELETE's before-image key, any other change's own), ``prev_seq`` (the mirror's sequence for that
+    key), ``check_drift`` and ``row_matches`` (an UPDATE/DELETE finds the row its before-image describes)."""
+    keys = lookups.key_sql()
+    data = f"{lookups.conversion_sql('c')} IS NOT NULL AND NOT array_contains({keys}, c)"
+    before_hashes = lookups.value_hashes(f"map_filter(before, (c, v) -> {data})")
+    differs = f"map_keys(map_filter({before_hashes}, (c, h) -> NOT (h <=> coalesce(s_vh[c], {NULL_HASH}))))"
+    return {
+        "probe": "moved OR old_k IS NULL OR old_k <=> k",
+        "prev_seq": "CASE WHEN s_live THEN s_seq END",
+        "diff_cols": f"CASE WHEN s_live THEN array_join({differs}, ',') END",
+        "row_matches": "coalesce(s_live, false) AND diff_cols = ''",
+        "drift": "CASE WHEN NOT coalesce(s_live, false) THEN 'row missing' "
+        "WHEN diff_cols != '' THEN concat('differs: ', diff_cols) END",
+    }
+
+
+def table_counts(decided: DataFrame, checks: bool) -> DataFrame:
+    """One row per source table: ``quarantined``, ``applied``, ``stale`` (the DELETEs of moved keys are no
+    changes of their own), ``truncates`` (TRUNCATEs), ``fresh`` and ``oldest`` (the changes to write, moved
+    keys' DELETEs included, and the oldest one's ingest time in microseconds), and with ``checks`` the change
+    checks' counts: ``seq_n``/``seq_u`` (changes compared, sequences older than the mirror's) and
+    ``drift_n``/``drift_u`` (UPDATE/DELETEs compared, before-images that are not the mirror's row)."""
+    from pyspark.sql import functions as F
+
+    own = "reason IS NULL AND NOT coalesce(moved, false) AND NOT coalesce(truncate, false)"
+    aggs = [
+        F.count_if(F.expr("reason IS NOT NULL")).alias("quarantined"),
+        F.count_if(F.expr("coalesce(truncate, false)")).alias("truncates"),
+        F.count_if(F.expr(f"{own} AND stale")).alias("stale"),
+        F.count_if(F.expr(f"{own} AND NOT stale")).alias("applied"),
+        F.count_if(F.expr("reason IS NULL AND NOT stale")).alias("fresh"),
+        F.min(F.when(F.expr("reason IS NULL AND NOT stale"), F.unix_micros("ingest_time"))).alias("oldest"),
+    ]
+    if checks:
+        aggs += [
+            F.count_if(F.expr("probe")).alias("seq_n"),
+            F.count_if(F.expr("probe AND seq IS NOT NULL AND prev_seq IS NOT NULL AND NOT (seq >= prev_seq)")).alias(
+                "seq_u"
+            ),
+            F.count_if(F.expr("coalesce(check_drift, false)")).alias("drift_n"),
+            F.count_if(F.expr("coalesce(check_drift AND NOT row_matches, false)")).alias("drift_u"),
+        ]
+    return decided.groupBy(SOURCE_TABLE).agg(*aggs)
+
+
+def with_change_checks(rows: DataFrame, lookups: Lookups) -> DataFrame:
+    """The change checks' columns (:func:`probe_columns`) and ``check_drift``: an UPDATE/DELETE not applied
+    yet (a retried batch must not look like drift), the first of its expected key in the batch."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    for name, sql in probe_columns(lookups).items():
+        rows = rows.withColumn(name, F.expr(sql))
+    expected = F.when(F.col("probe"), F.col("k"))
+    first = F.row_number().over(Window.partitionBy(MIRROR, expected).orderBy(ORD)) == 1
+    return rows.withColumn(
+        "check_drift",
+        F.expr("probe AND op IN ('UPDATE', 'DELETE') AND (prev_seq IS NULL OR seq > prev_seq)") & first,
+    )
+
+
+# ---------------------------------------------------------------- 5. what the fold reads, and the key state it leaves
+
+
+def fold_inputs(rows: DataFrame, batch_id: int) -> DataFrame:
+    """Fresh keyed changes as the fold and the pending table read them (:data:`~pipelines.gold.state.PENDING_DDL`)."""
+    from pyspark.sql import functions as F
+
+    return rows.select(
+        F.col(MIRROR).alias("mirror"),
+        F.lit(batch_id).cast("bigint").alias("batch"),
+        "k",
+        "kimg",
+        "prev_live",
+        ORD,
+        F.expr(ROW_AFTER_SQL).alias("after"),
+        F.expr(f"coalesce({PARTIAL_SQL}, false)").alias("partial"),
+        *[F.col(c).cast("timestamp").alias(c) if c == "event_time" else c for c in FOLD_FIELDS],
+    )
+
+
+def key_state_rows(folded: DataFrame, held: DataFrame, lookups: Lookups, batch_id: int) -> DataFrame:
+    """The key state the batch's fresh changes leave, one row per key (``folded``: their fold,
+    :func:`~pipelines.gold.fold.fold_per_key`; ``held``: ``mirror``, ``k``, ``s_vh`` of the keys live before):
+    the last change's sequence, live or deleted, and its values' hashes (a partial image's columns over
+    what the key held)."""
+    from pyspark.sql import functions as F
+
+    hashes = lookups.value_hashes("st.img", mirror_sql="mirror")
+    return folded.join(held, ["mirror", "k"], "left").select(
+        "mirror",
+        "k",
+        F.col("last.seq").alias("seq"),
+        F.col("st.live").alias("live"),
+        F.expr(
+            f"CASE WHEN NOT st.live THEN NULL WHEN st.full THEN {hashes} "
+            f"ELSE map_concat(coalesce(s_vh, cast(map() AS map<string,bigint>)), {hashes}) END"
+        ).alias("vh"),
+        F.lit(batch_id).cast("bigint").alias("batch"),
+        F.current_timestamp().alias("written"),
+        F.col("last.queue_pos").alias("queue_pos"),
+        F.col("last.event_time").alias("event_time"),
+    )
