@@ -3,7 +3,7 @@
 Local layout (the embedded default)::
 
     <warehouse>/bronze/raw_messages
-    <warehouse>/silver/{changes,quarantine,heartbeats,ddl_log}
+    <warehouse>/silver/{changes,quarantine,heartbeats,ddl_log,skipped}
     <warehouse>/gold/<mirror>             one mirror per source table (live rows only)
     <warehouse>/gold/_tombstones/<mirror> deleted keys and their sequence (no resurrection)
     <warehouse>/gold/_applied/<mirror>    ids of changes applied to a keyless (multiset) mirror
@@ -245,6 +245,9 @@ class TableRef:
         return writer.start(self.path) if self.path is not None else writer.toTable(self.name)
 
 
+#: The tables silver writes: one per kind of decoded row (``skipped``: changes of tables ``include`` /
+#: ``exclude`` leave out).
+SILVER_TABLES = ("changes", "quarantine", "heartbeats", "ddl_log", "skipped")
 #: The tables gold keeps next to a mirror: deleted keys, ids of applied changes (keyless), SCD2 history.
 SIDE_TABLES = ("tombstones", "applied", "history")
 
@@ -297,7 +300,7 @@ class Warehouse:
         return self._ref("bronze", "raw_messages")
 
     def silver(self, name: str) -> TableRef:
-        assert name in ("changes", "quarantine", "heartbeats", "ddl_log", "dq_results"), name
+        assert name in (*SILVER_TABLES, "dq_results"), name
         return self._ref("silver", name)
 
     def mirror(self, mirror_name: str | Sequence[str], *, target: bool = False) -> TableRef:
@@ -383,7 +386,7 @@ class Warehouse:
         layers = ("silver", "gold")
         tables, paths = [], [f"{self.checkpoint_root}/{layer}" for layer in layers]
         if self.catalog:
-            silver = [self.silver(n) for n in ("changes", "quarantine", "heartbeats", "ddl_log")]
+            silver = [self.silver(n) for n in SILVER_TABLES]
             mirrors, sides = self.catalog_gold_tables(spark)
             tables = [t for t in silver if t.exists(spark)] + mirrors + sides
         else:

@@ -107,7 +107,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     counts = reconcile(spark, Warehouse.from_config(cfg))
     print(
         f"replayed {src}: {counts['bronze_messages']} messages in bronze; {counts['changes']} with row changes, "
-        f"{counts['heartbeats']} heartbeats, {counts['ddl_log']} DDL, {counts['quarantine']} quarantined; "
+        f"{counts['heartbeats']} heartbeats, {counts['ddl_log']} DDL, {counts['quarantine']} quarantined, "
+        f"{counts['skipped']} with changes of skipped tables; "
         f"this run applied {summary.applied} changes ({summary.stale} stale skipped, "
         f"{summary.gold_quarantined} quarantined in gold)"
     )
