@@ -91,10 +91,12 @@ def mirror_renames(
     return sorted(found, key=lambda r: where(r.current))
 
 
-def check_mirror_names(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse) -> None:
+def check_mirror_names(
+    spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, mirrors: list[RecordedMirror] | None = None
+) -> None:
     """Raise ConfigError naming the file, ``gold.naming`` and each live mirror the configuration would
     rename: gold would fork it (see the module's text). Nothing to do when no mirror moves."""
-    renames = mirror_renames(spark, cfg, wh)
+    renames = mirror_renames(spark, cfg, wh, mirrors)
     if not renames:
         return
     shown = "\n".join(f"  - {r.describe()}" for r in renames[:20])

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelines.layout import SYSTEM_COLUMNS as MIRROR_SYSTEM_COLUMNS
-from pipelines.mirror_names import existing_mirrors
+from pipelines.mirror_names import RecordedMirror, existing_mirrors
 from pipelines.quality.gx_session import MAX_EXAMPLES
 from pipelines.quality.rules import Rule
 from pipelines.sql import lit, q
@@ -234,17 +234,20 @@ def _probe(spark: SparkSession, types: Mapping[str, str]) -> DataFrame:
     return spark.createDataFrame([], schema)
 
 
-def validate_sql_rules(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse) -> list[str]:
+def validate_sql_rules(
+    spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, mirrors: list[RecordedMirror] | None = None
+) -> list[str]:
     """Every SQL rule of the configuration checked against its table: the columns it may name are the
     table's configured ``columns`` and the columns its mirror has, if it has one. Returns the errors,
     each naming the file, the table and the rule (empty: every rule can run). A table that configures
     no column and has no mirror yet has its rules parsed only: their columns are checked on its first
-    batch (a failed result naming the column, or the stream stopped for a ``fail`` rule)."""
+    batch (a failed result naming the column, or the stream stopped for a ``fail`` rule). ``mirrors``:
+    the warehouse's, when the caller has read them already (:func:`~pipelines.mirror_names.existing_mirrors`)."""
     tables = {name: tc for name, tc in cfg.tables.items() if any(r.is_sql for r in tc.expectations)}
     if not tables:
         return []
     mirrored: dict[str, dict[str, str]] = {}
-    for m in existing_mirrors(spark, wh):
+    for m in existing_mirrors(spark, wh) if mirrors is None else mirrors:
         if m.source is None:
             continue
         tc = cfg.table_for(m.source.name)

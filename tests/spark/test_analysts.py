@@ -14,6 +14,7 @@ import pytest
 from pipelines.config import ConfigError, parse_config
 from pipelines.export import mirror_refs
 from pipelines.mirror_names import check_mirror_names, mirror_of, mirror_renames
+from pipelines.preflight import preflight
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.docs import build_data_docs
 from pipelines.quality.rules import parse_expectations
@@ -288,3 +289,12 @@ def test_a_new_naming_of_live_mirrors_is_refused_naming_each(spark, chosen):
     assert Path(mirror_of(readable, wh, SourceTable.of("demo_tenant.shop", None, "orders")).path).name == (
         "demo_tenant__shop__orders"
     )
+    # what a run checks before it starts: every problem at once, each naming the file and the field
+    doc = {**demo_config(root, quality=False), "gold": {"naming": {"template": "{db}__{table}"}}}
+    doc["tables"]["inventory.stock"]["expectations"] = [{"name": "qty_ok", "sql": "qtty >= 0"}]
+    with pytest.raises(ConfigError) as both:
+        preflight(spark, parse_config(doc, origin="both.yaml"), wh)
+    message = str(both.value)
+    assert "both.yaml: 2 configuration errors" in message
+    assert "both.yaml: tables.inventory.stock.expectations[0] (qty_ok).sql: " in message
+    assert "both.yaml: gold.naming: 2 live mirror(s)" in message

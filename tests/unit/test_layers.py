@@ -47,7 +47,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("rules", ("pipelines.quality", "pipelines.quality.rules")),
     ("config", ("pipelines.config", "pipelines.config.*", "pipelines.selection")),
-    ("stages", ("pipelines.quality.*", "pipelines.bronze", "pipelines.silver", "pipelines.mirror_names")),
+    (
+        "stages",
+        (
+            "pipelines.quality.*",
+            "pipelines.bronze",
+            "pipelines.silver",
+            "pipelines.mirror_names",
+            "pipelines.preflight",
+        ),
+    ),
     ("gold", ("pipelines.gold", "pipelines.gold.*")),
     ("orchestration", ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress")),
     ("entry points", ("pipelines.cli", "pipelines.cli_commands", "pipelines.cli_commands.*")),
