@@ -216,3 +216,32 @@ def test_a_source_list_keeps_a_configured_table_another_source_sends():
         tables={"shop.o": {"key": ["id"]}},
     )
     assert "shop.o" in cfg.tables
+
+
+def test_the_example_file_parses_and_shows_every_one_of_these_keys():
+    from pathlib import Path
+
+    from pipelines.config import load_config
+
+    example = Path(__file__).resolve().parents[2] / "conf" / "pipeline.example.yaml"
+    cfg = load_config(example)
+    assert cfg.gold_naming.template == "{db}__{table}" and cfg.include and cfg.exclude
+    text = example.read_text()
+    for key in (
+        "include:",
+        "exclude:",
+        "columns_include",
+        "columns_exclude:",
+        "history: {columns:",
+        "except_columns",
+        "cluster_by:",
+        "ignore_null_updates:",
+        "naming:",
+        "template:",
+        "prefix:",
+        "suffix:",
+        "sql:",
+    ):
+        assert key in text, key
+    doc = (example.parents[1] / "docs" / "analysts-options.md").read_text()
+    assert "migration story" in doc and "Bronze keeps the raw message" in doc
