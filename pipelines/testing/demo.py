@@ -270,7 +270,7 @@ EXPECTATIONS = {
     f"demo_tenant.{CUSTOMERS}": [
         {"name": "email_shape", "expect": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$", "action": "warn"},
         # a SQL expectation: any Spark SQL boolean over the mirror's columns (a row passes when it is true)
-        {"name": "balance_under_a_billion", "sql": "balance IS NULL OR balance < 1000000000", "action": "warn"},
+        {"name": "balance_under_900m", "sql": "balance IS NULL OR balance < 900000000", "action": "warn"},
     ],
 }
 #: Readable mirror names: OMS's ``tenant.database`` is two name parts, so the OMS tables' mirrors are
