@@ -36,7 +36,7 @@ from pipelines.quality.gx_session import (
     utc_now,
 )
 from pipelines.quality.rules import Rule
-from pipelines.quality.sql_rules import SqlCheck, SqlRuleError, sql_check, sql_outcomes
+from pipelines.quality.sql_rules import SqlCheck, SqlOutcome, SqlRuleError, sql_check, sql_outcomes
 from pipelines.quality.storage import result_row
 from pipelines.sql import ROW_IMAGE_SQL, lit
 from pipelines.sql import typed as typed_column
@@ -218,7 +218,7 @@ def check_batch(
                 if er.exception_info and er.exception_info.get("raised_exception"):
                     failures.append(msg + "\n  (a drop rule could not be evaluated; nothing was dropped)")
                     continue
-                offending = found[rule.name].dropped() if rule.is_sql else _column_drops(rule, er)
+                offending = _sql_drops(found[rule.name]) if rule.is_sql else _column_drops(rule, er)
                 for ident, item in offending:
                     dropped.setdefault(ident, item)  # first rule in configured order names the change
         if dropped:
@@ -230,22 +230,33 @@ def check_batch(
     return out
 
 
+def _drop(ident: tuple, rule: Rule, bad: str | None, reason: str) -> tuple[tuple, dict]:
+    """(change id, its quarantine row: :data:`DROPPED_DDL`)."""
+    return ident, {
+        "bronze_position": ident[0],
+        "change_index": ident[1],
+        "rule": rule.name,
+        "bad_value": bad,
+        "reason": reason,
+    }
+
+
 def _column_drops(rule: Rule, er: Any) -> Iterator[tuple[tuple, dict]]:
     """The changes a failing fixed ``drop`` rule sends to quarantine: (change id, quarantine row)."""
     for item in (er.result or {}).get("unexpected_index_list") or []:
-        ident = tuple(item.get(c) for c in CHANGE_ID)
         bad = _text(item.get(rule.column))
-        yield (
-            ident,
-            {
-                "bronze_position": ident[0],
-                "change_index": ident[1],
-                "rule": rule.name,
-                "bad_value": bad,
-                "reason": f"expectation {rule.name} ({rule.expectation}) failed: column {rule.column} = "
-                f"{'NULL' if bad is None else bad[:200]}",
-            },
-        )
+        value = "NULL" if bad is None else bad[:200]
+        reason = f"expectation {rule.name} ({rule.expectation}) failed: column {rule.column} = {value}"
+        yield _drop(tuple(item.get(c) for c in CHANGE_ID), rule, bad, reason)
+
+
+def _sql_drops(outcome: SqlOutcome) -> Iterator[tuple[tuple, dict]]:
+    """The changes a failing SQL ``drop`` rule sends to quarantine, with the values its expression names."""
+    rule = outcome.check.rule
+    for r in outcome.rows:
+        bad = _text({c: r.get(c) for c in outcome.check.columns}) or ""
+        reason = f"expectation {rule.name} (sql: {(rule.sql or '')[:200]}) failed: {bad[:200]}"
+        yield _drop(tuple(r.get(c) for c in CHANGE_ID), rule, bad, reason)
 
 
 def run_checks(

@@ -177,22 +177,6 @@ class SqlOutcome:
         lines += [f"  e.g. {json.dumps(r, default=str, ensure_ascii=False)}" for r in self.rows[:MAX_EXAMPLES]]
         return "\n".join(lines)
 
-    def dropped(self) -> Iterator[tuple[tuple, dict]]:
-        rule = self.check.rule
-        for r in self.rows:
-            ident = tuple(r.get(c) for c in INDEX_COLUMNS)
-            bad = json.dumps({c: r.get(c) for c in self.check.columns}, default=str, ensure_ascii=False)
-            yield (
-                ident,
-                {
-                    "bronze_position": ident[0],
-                    "change_index": ident[1],
-                    "rule": rule.name,
-                    "bad_value": bad,
-                    "reason": f"expectation {rule.name} (sql: {rule.sql[:200]}) failed: {bad[:200]}",
-                },
-            )
-
 
 def sql_outcomes(frame: DataFrame, checks: Sequence[SqlCheck], res: Any) -> dict[str, SqlOutcome]:
     """Each SQL rule's outcome in ``frame`` after GE validated it (``res``): one aggregation counts the
