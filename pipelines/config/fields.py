@@ -322,7 +322,7 @@ TABLE = Section(
         Field(
             "target",
             "string",
-            "(the source table's name)",
+            "(the name `gold.naming` gives the source table)",
             "The mirror's name; in a catalog `<table>` or `<schema>.<table>`.",
         ),
         Field(
