@@ -66,6 +66,9 @@ _ORIGIN = ("source", "format", "db", "schema", "table")
 _EVENT = ("detail", "seq", "queue_pos", "event_time", "txn", "bronze_position", "ingest_time")
 HEARTBEAT_COLUMNS = (*_ORIGIN, "op", *_EVENT)
 DDL_COLUMNS = (*_ORIGIN, "ddl", *_EVENT)
+#: ``skipped``: a change (or DDL) of a table ``include`` / ``exclude`` skips: where from, which change of
+#: its message, why, then when; never its images (pipelines.selection).
+SKIPPED_COLUMNS = (*_ORIGIN, "op", "change_index", "reason", *_EVENT)
 #: The quarantine table: silver and gold both write it. ``stage`` says which; ``rule`` and
 #: ``bad_value`` name the data-quality rule and value that sent a change there.
 QUARANTINE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -95,5 +98,5 @@ LINEAGE_SOURCES = tuple((name, source) for name, _, source in LINEAGE)
 ROW_ID_COLUMN = "_row_id"
 SYSTEM_COLUMNS = (*LINEAGE_COLUMNS, ROW_ID_COLUMN)
 
-for _columns in (CHANGE_FIELDS, HEARTBEAT_COLUMNS, DDL_COLUMNS):
+for _columns in (CHANGE_FIELDS, HEARTBEAT_COLUMNS, DDL_COLUMNS, SKIPPED_COLUMNS):
     assert set(_columns) <= set(_TYPES), set(_columns) - set(_TYPES)

@@ -20,11 +20,12 @@ from pipelines.export import mirror_refs
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
 from pipelines.gold.stage import GoldStats, GoldStream, flush_due, source_table_col, start_gold
 from pipelines.mirror_columns import table_properties
+from pipelines.preflight import preflight
 from pipelines.quality.checks import cdc_checks
 from pipelines.quality.docs import build_data_docs
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import freshness_rows
-from pipelines.silver import last_seen, start_silver
+from pipelines.silver import SilverStats, last_seen, start_silver
 from pipelines.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class RunSummary:
     applied: int = 0
     stale: int = 0
     gold_quarantined: int = 0
+    skipped: int = 0  # changes of tables the configuration leaves out (silver's ``skipped``)
     dq_results: int = 0
     dq_failed: int = 0
     data_docs: str | None = None
@@ -57,11 +59,12 @@ def run_pipeline(
     the other; otherwise all run together until stopped (Ctrl-C, a failure, or ``stop_after`` seconds)."""
     wh = Warehouse.from_config(cfg)
     _require_schemas(spark, wh)
+    preflight(spark, cfg, wh)
     summary = RunSummary()
-    gold_stats, gold_stream = GoldStats(), GoldStream()
+    gold_stats, gold_stream, silver_stats = GoldStats(), GoldStream(), SilverStats()
     starters = {
         "bronze": lambda: [start_bronze(spark, cfg, wh, s, available_now) for s in cfg.sources],
-        "silver": lambda: [start_silver(spark, cfg, wh, available_now)],
+        "silver": lambda: [start_silver(spark, cfg, wh, available_now, silver_stats)],
         "gold": lambda: [start_gold(spark, cfg, wh, available_now, gold_stats, gold_stream)],
     }
     ordered = [s for s in STAGES if s in stages]
@@ -102,6 +105,7 @@ def run_pipeline(
         for q in queries:
             _raise_if_failed(q)
         summary.stages = ordered
+    summary.skipped = silver_stats.skipped
     summary.applied, summary.stale, summary.gold_quarantined = (
         gold_stats.applied,
         gold_stats.stale,

@@ -1,16 +1,21 @@
 """Silver: decode bronze messages into canonical changes; nothing is lost silently.
 
 Each bronze row goes through the decoder of its format (the same decoder object
-``lakecdc decode`` uses) inside ``mapInArrow``, and comes out as rows of one of four
-kinds, written to four tables:
+``lakecdc decode`` uses) inside ``mapInArrow``, and comes out as rows of one of five
+kinds, written to five tables:
 
 * ``changes``     one row per row change (INSERT, UPDATE, DELETE, SNAPSHOT, TRUNCATE)
 * ``heartbeats``  heartbeats and progress events (transaction markers, GTID, ...)
 * ``ddl_log``     DDL statements
 * ``quarantine``  messages that could not be decoded: reason + pointer to the bronze row
+* ``skipped``     changes and DDL of tables the configuration's ``include`` / ``exclude`` leave out:
+                  pointer, table, op and the list that skipped it, never the row (pipelines.selection)
+
+Silver also drops the columns a table's ``columns_include`` / ``columns_exclude`` keep out, right
+after decoding: nothing after silver sees them. Bronze keeps every message as it came.
 
 Reconciliation per message: every bronze row yields at least one silver row, and
-``messages in = messages with changes + heartbeats + DDL + quarantined``.
+``messages in = messages with changes + heartbeats + DDL + quarantined + skipped``.
 Each micro-batch is written with Delta's idempotent ``txnAppId``/``txnVersion``, so a
 batch retried after a crash is never appended twice.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -27,7 +33,16 @@ from pipelines.delta_writes import append_idempotent, quarantine_frame, run_id
 from pipelines.errors import Outage
 from pipelines.formats import Change, DecodeContext, Reject, get_decoder
 from pipelines.formats.base import MAX_SEQ_DIGITS, ROW_OPS, Decoder, check_changes
-from pipelines.layout import BRONZE_COLUMNS, CHANGE_FIELDS, CHANGES_COLUMNS, DDL_COLUMNS, DECODED_DDL, HEARTBEAT_COLUMNS
+from pipelines.layout import (
+    BRONZE_COLUMNS,
+    CHANGE_FIELDS,
+    CHANGES_COLUMNS,
+    DDL_COLUMNS,
+    DECODED_DDL,
+    HEARTBEAT_COLUMNS,
+    SKIPPED_COLUMNS,
+)
+from pipelines.selection import Selection
 from pipelines.spark_schema import arrow_schema_of
 from pipelines.warehouse import Warehouse
 
@@ -94,8 +109,12 @@ def quarantine_reason(reason: str) -> str:
     return text
 
 
-def decoded_rows(bronze: dict, changes: list[Change] | None, reason: str | None) -> Iterator[dict]:
-    """The silver rows of one bronze message (a quarantine row when ``reason`` is set)."""
+def decoded_rows(
+    bronze: dict, changes: list[Change] | None, reason: str | None, selection: Selection | None = None
+) -> Iterator[dict]:
+    """The silver rows of one bronze message (a quarantine row when ``reason`` is set); with a
+    ``selection``, the changes of tables it skips are ``skipped`` rows and the others lose the columns
+    their table keeps out (:class:`~pipelines.errors.Reject` when that would drop a key column)."""
     base = {
         "source": bronze["source"],
         "format": bronze["format"],
@@ -117,9 +136,27 @@ def decoded_rows(bronze: dict, changes: list[Change] | None, reason: str | None)
         # Consumed but nothing to apply (e.g. a half of a split update the decoder keeps): a progress event.
         yield {**base, "kind": "heartbeat", "op": "HEARTBEAT", "detail": "no row change", "change_index": 0}
         return
-    for index, ch in enumerate(changes):
+    decided = selection.decide(bronze["source"], changes) if selection is not None else [(c, None) for c in changes]
+    for index, (ch, skipped) in enumerate(decided):
+        if skipped is not None:
+            yield {**base, "kind": "skipped", "change_index": index, "reason": skipped, **_origin_fields(ch)}
+            continue
         kind = "change" if ch.op in ROW_OPS else ("ddl" if ch.op == "DDL" else "heartbeat")
         yield {**base, "kind": kind, "change_index": index, **_silver_fields(ch)}
+
+
+def _origin_fields(ch: Change) -> dict:
+    """What a ``skipped`` row keeps of a change: its table, op and ordering, none of its values."""
+    return {
+        "db": ch.db,
+        "schema": ch.schema,
+        "table": ch.table,
+        "op": ch.op,
+        "seq": seq_text(ch.seq),
+        "event_time": ch.event_time,
+        "txn": ch.txn,
+        "detail": ch.detail,
+    }
 
 
 def _silver_fields(ch: Change) -> dict:
@@ -136,29 +173,33 @@ def _silver_fields(ch: Change) -> dict:
 
 
 def make_decode_batches(
-    contexts: dict[str, DecodeContext], default_ctx: DecodeContext
+    contexts: dict[str, DecodeContext], default_ctx: DecodeContext, selection: Selection | None = None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: bronze Arrow batches → silver Arrow batches.
 
     It never raises for a message: whatever goes wrong with one (a decoder bug, an unknown format
     id, a row Arrow cannot store) becomes that message's quarantine row, and every bronze row
-    yields at least one silver row.
+    yields at least one silver row. ``selection``: the tables and columns kept (None: all).
     """
 
     def decode_batches(batches):
         for batch in batches:
-            yield _arrow_batch([(bronze, _message_rows(bronze, contexts, default_ctx)) for bronze in batch.to_pylist()])
+            yield _arrow_batch(
+                [(bronze, _message_rows(bronze, contexts, default_ctx, selection)) for bronze in batch.to_pylist()]
+            )
 
     return decode_batches
 
 
-def _message_rows(bronze: dict, contexts: dict[str, DecodeContext], default_ctx: DecodeContext) -> list[dict]:
+def _message_rows(
+    bronze: dict, contexts: dict[str, DecodeContext], default_ctx: DecodeContext, selection: Selection | None = None
+) -> list[dict]:
     """The silver rows of one bronze row; a failure of any kind is its quarantine row, except an
     :class:`~pipelines.errors.Outage` (a schema registry down), which fails the batch to be retried."""
     fmt = bronze["format"]
     try:
         changes = decode_message(get_decoder(fmt), bronze["value"], contexts.get(fmt, default_ctx), bronze.get("key"))
-        return list(decoded_rows(bronze, changes, None))
+        return list(decoded_rows(bronze, changes, None, selection))
     except Outage:
         raise
     except KeyError as exc:  # unknown format id in bronze
@@ -203,10 +244,11 @@ def decode_frame(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
     """Bronze DataFrame (batch or stream) → decoded silver rows of all four kinds."""
     formats = {s.format for s in cfg.sources} | set(cfg.format_options) | {"auto"}
     contexts = {fmt: cfg.decode_context(fmt) for fmt in formats}
-    return bronze_input(df).mapInArrow(make_decode_batches(contexts, cfg.decode_context()), DECODED_DDL)
+    decode = make_decode_batches(contexts, cfg.decode_context(), Selection.of(cfg))
+    return bronze_input(df).mapInArrow(decode, DECODED_DDL)
 
 
-# ---------------------------------------------------------------- writing the four tables
+# ---------------------------------------------------------------- writing the five tables
 
 
 def _event_time(col):
@@ -215,38 +257,62 @@ def _event_time(col):
     return F.to_timestamp(col).alias("event_time")
 
 
+#: Each silver table, the kind of decoded row it keeps and its columns (quarantine: its own shape).
+_OUTPUTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("changes", "change", CHANGES_COLUMNS),
+    ("heartbeats", "heartbeat", HEARTBEAT_COLUMNS),
+    ("ddl_log", "ddl", DDL_COLUMNS),
+    ("quarantine", "quarantine", ()),
+    ("skipped", "skipped", SKIPPED_COLUMNS),
+)
+
+
+def _shaped(decoded: DataFrame, table: str, columns: tuple[str, ...]) -> DataFrame:
+    """Decoded rows in the columns of a silver table."""
+    from pyspark.sql import functions as F
+
+    if table == "quarantine":
+        return quarantine_frame(decoded.withColumn("stage", F.lit("silver")))
+    return decoded.select(*[_event_time("event_time") if c == "event_time" else c for c in columns])
+
+
+@dataclass
+class SilverStats:
+    """What silver wrote in a run: rows per kind (``change``, ``heartbeat``, ``ddl``, ``quarantine``,
+    ``skipped``), added up over its micro-batches."""
+
+    rows: dict[str, int] = field(default_factory=lambda: {kind: 0 for _t, kind, _c in _OUTPUTS})
+
+    def add(self, counts: dict[str, int]) -> None:
+        for kind, n in counts.items():
+            self.rows[kind] = self.rows.get(kind, 0) + n
+
+    @property
+    def skipped(self) -> int:
+        return self.rows.get("skipped", 0)
+
+
 def write_silver_batch(
     spark: SparkSession, batch_df: DataFrame, batch_id: int, wh: Warehouse, app_id: str
 ) -> dict[str, int]:
-    """Append one decoded micro-batch to the four tables, each write idempotent by (app_id, batch_id)."""
-    from pyspark.sql import functions as F
-
+    """Append one decoded micro-batch to the five tables, each write idempotent by (app_id, batch_id).
+    Returns the rows written per kind."""
     batch_df = batch_df.persist()
     try:
-        counts = {k: 0 for k in ("change", "heartbeat", "ddl", "quarantine")}
+        counts = {kind: 0 for _t, kind, _c in _OUTPUTS}
         for row in batch_df.groupBy("kind").count().collect():
             counts[row["kind"]] = row["count"]
-        outputs = {
-            "changes": batch_df.where("kind = 'change'").select(
-                *[_event_time("event_time") if c == "event_time" else c for c in CHANGES_COLUMNS]
-            ),
-            "heartbeats": batch_df.where("kind = 'heartbeat'").select(
-                *[_event_time("event_time") if c == "event_time" else c for c in HEARTBEAT_COLUMNS]
-            ),
-            "ddl_log": batch_df.where("kind = 'ddl'").select(
-                *[_event_time("event_time") if c == "event_time" else c for c in DDL_COLUMNS]
-            ),
-            "quarantine": quarantine_frame(batch_df.where("kind = 'quarantine'").withColumn("stage", F.lit("silver"))),
-        }
-        for name, frame in outputs.items():
-            append_idempotent(frame, wh.silver(name), f"{app_id}-{name}", batch_id)
+        for table, kind, columns in _OUTPUTS:
+            frame = _shaped(batch_df.where(f"kind = '{kind}'"), table, columns)
+            append_idempotent(frame, wh.silver(table), f"{app_id}-{table}", batch_id)
         log.info(
-            "silver batch %d: %d changes, %d heartbeats, %d ddl, %d quarantined",
+            "silver batch %d: %d changes, %d heartbeats, %d ddl, %d quarantined, %d skipped",
             batch_id,
             counts["change"],
             counts["heartbeat"],
             counts["ddl"],
             counts["quarantine"],
+            counts["skipped"],
         )
         return counts
     finally:
@@ -254,33 +320,34 @@ def write_silver_batch(
 
 
 def ensure_silver(spark: SparkSession, wh: Warehouse) -> None:
-    from pyspark.sql import functions as F
-
+    """Create the silver tables that do not exist yet (``skipped`` too, in a warehouse older than it)."""
     empty = decode_frame_schema_only(spark)
-    shapes = {
-        "changes": empty.select(*[_event_time("event_time") if c == "event_time" else c for c in CHANGES_COLUMNS]),
-        "heartbeats": empty.select(*[_event_time("event_time") if c == "event_time" else c for c in HEARTBEAT_COLUMNS]),
-        "ddl_log": empty.select(*[_event_time("event_time") if c == "event_time" else c for c in DDL_COLUMNS]),
-        "quarantine": quarantine_frame(empty.withColumn("stage", F.lit("silver"))),
-    }
-    for name, frame in shapes.items():
-        if not wh.silver(name).exists(spark):
-            wh.silver(name).save(frame.write.format("delta").mode("append"))
+    for table, _kind, columns in _OUTPUTS:
+        if not wh.silver(table).exists(spark):
+            wh.silver(table).save(_shaped(empty, table, columns).write.format("delta").mode("append"))
 
 
 def decode_frame_schema_only(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], DECODED_DDL)
 
 
-def start_silver(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, available_now: bool) -> StreamingQuery:
+def start_silver(
+    spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, available_now: bool, stats: SilverStats | None = None
+) -> StreamingQuery:
+    """Start the silver query: bronze → decoded rows → the five tables, checkpointed. ``stats``, when
+    given, adds up the rows of each kind the run writes (the run summary's skipped changes)."""
     ensure_silver(spark, wh)
     checkpoint = wh.checkpoint("silver", "decode")
     app_id = f"lakecdc-silver-{run_id(checkpoint)}"
     decoded = decode_frame(wh.bronze.read_stream(spark), cfg)
+
+    def each_batch(df: DataFrame, batch_id: int) -> None:
+        counts = write_silver_batch(spark, df, batch_id, wh, app_id)
+        if stats is not None:
+            stats.add(counts)
+
     writer = (
-        decoded.writeStream.queryName("silver_decode")
-        .option("checkpointLocation", checkpoint)
-        .foreachBatch(lambda df, batch_id: write_silver_batch(spark, df, batch_id, wh, app_id))
+        decoded.writeStream.queryName("silver_decode").option("checkpointLocation", checkpoint).foreachBatch(each_batch)
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.processing_time)
     return writer.start()
@@ -312,26 +379,30 @@ def last_seen(spark: SparkSession, wh: Warehouse) -> dict[str, tuple[float | Non
     return {r["source"]: (r["change"], r["heartbeat"], r["ingest"]) for r in rows}
 
 
+#: The silver table of each count of :func:`reconcile` (quarantine: silver's own rows).
+RECONCILED = ("changes", "heartbeats", "ddl_log", "quarantine", "skipped")
+
+
 def reconcile(spark: SparkSession, wh: Warehouse) -> dict[str, int]:
-    """messages in (bronze) vs messages accounted for in silver, per kind."""
-    bronze = wh.bronze.read(spark).count()
-    out = {"bronze_messages": bronze}
-    for name in ("changes", "heartbeats", "ddl_log", "quarantine"):
-        df = wh.silver(name).read(spark)
+    """Messages in (bronze) vs messages accounted for in silver: per table, the messages with a row
+    there, and ``accounted``, the messages with a row anywhere (every one, when nothing is lost):
+    ``bronze_messages = changes + heartbeats + ddl_log + quarantine + skipped`` where each message is
+    of one kind."""
+    out = {"bronze_messages": wh.bronze.read(spark).count()}
+    positions = None
+    for name in RECONCILED:
+        ref = wh.silver(name)
+        if not ref.exists(spark):  # a warehouse silver has not run on since the table was added
+            out[name] = 0
+            continue
+        df = ref.read(spark)
         if name == "quarantine":
             df = df.where("stage = 'silver'")
-        out[name] = df.select("bronze_position").distinct().count()
-    out["accounted"] = (
-        wh.silver("changes")
-        .read(spark)
-        .select("bronze_position")
-        .union(wh.silver("heartbeats").read(spark).select("bronze_position"))
-        .union(wh.silver("ddl_log").read(spark).select("bronze_position"))
-        .union(wh.silver("quarantine").read(spark).where("stage = 'silver'").select("bronze_position"))
-        .distinct()
-        .count()
-    )
+        df = df.select("bronze_position")
+        out[name] = df.distinct().count()
+        positions = df if positions is None else positions.union(df)
+    out["accounted"] = positions.distinct().count() if positions is not None else 0
     return out
 
 
-__all__ = ["decode_frame", "last_seen", "start_silver", "write_silver_batch", "reconcile", "seq_text"]
+__all__ = ["SilverStats", "decode_frame", "last_seen", "start_silver", "write_silver_batch", "reconcile", "seq_text"]

@@ -3,7 +3,7 @@
 Local layout (the embedded default)::
 
     <warehouse>/bronze/raw_messages
-    <warehouse>/silver/{changes,quarantine,heartbeats,ddl_log}
+    <warehouse>/silver/{changes,quarantine,heartbeats,ddl_log,skipped}
     <warehouse>/gold/<mirror>             one mirror per source table (live rows only)
     <warehouse>/gold/_state/{keys,pending,progress}  gold's shared state for all mirrors (pipelines.gold.state)
     <warehouse>/gold/_tombstones/<mirror> deleted keys, as versions before key state kept them (read once)
@@ -11,23 +11,27 @@ Local layout (the embedded default)::
     <warehouse>/gold/_history/<mirror>    SCD type 2 versions, where configured
     <warehouse>/_checkpoints/<stage>/<name>
 
-Source table names come from messages, so they are hostile until proven otherwise. A source table
-is :class:`SourceTable` (db, schema, table) exactly as the source names it, case kept, and
-:func:`safe_name` maps it to ``[a-z0-9_]`` INJECTIVELY: two different source tables never share a
-mirror, and no name can leave the warehouse (``..``, ``/``) or break SQL.
+A mirror's name is :func:`~pipelines.names.safe_name` of its name parts (:mod:`pipelines.names`):
+injective, so two different source tables never share a mirror, and no name can leave the warehouse.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.layout import LAYERS
+from pipelines.names import (  # noqa: F401 - re-exported: where tables live names them
+    DEFAULT_NAMING_TEMPLATE,
+    HASH_MARK,
+    MirrorNaming,
+    SourceTable,
+    mirror_parts,
+    naming_errors,
+    safe_name,
+)
 from pipelines.sql import q as quote_ident
 
 if TYPE_CHECKING:
@@ -36,66 +40,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
     from pipelines.config import PipelineConfig
-
-#: A part that maps to itself: lowercase letters and digits, single ``_`` inside (never ``__``).
-_PLAIN_PART = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
-_NOT_SLUG = re.compile(r"[^a-z0-9]+")
-#: Only hashed names contain it: plain names join plain parts with ``__``, so never hold ``___``.
-HASH_MARK = "___"
-
-
-@dataclass(frozen=True)
-class SourceTable:
-    """A source table as its messages name it: database, schema (PostgreSQL, Oracle, GaussDB) and
-    table, case kept. MySQL-family formats report the database again as the schema; a schema equal
-    to the database is the same table as no schema (:meth:`of` folds it)."""
-
-    db: str | None
-    schema: str | None
-    table: str
-
-    @classmethod
-    def of(cls, db: str | None, schema: str | None, table: str) -> SourceTable:
-        db, schema = db or None, schema or None
-        return cls(db, None if schema == db else schema, table)
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        return tuple(p for p in (self.db, self.schema, self.table) if p is not None)
-
-    @property
-    def name(self) -> str:
-        """``db.schema.table`` for people and configuration (ambiguous where a part holds a dot)."""
-        return ".".join(self.parts)
-
-    @property
-    def key(self) -> str:
-        """The exact identity as text (JSON): equal for the same table only."""
-        return json.dumps([self.db, self.schema, self.table], ensure_ascii=False)
-
-    @classmethod
-    def from_key(cls, key: str) -> SourceTable:
-        db, schema, table = json.loads(key)
-        return cls(db, schema, table)
-
-
-def safe_name(name: str | Sequence[str], max_len: int = 96) -> str:
-    """A mirror's file and catalog name, injective over names.
-
-    ``name`` is the parts of a name (``("shop", "orders")``), or a dotted string split at its dots.
-    Parts that are plain (lowercase, digits, single ``_`` inside) join with ``__``: ``shop__orders``.
-    Anything else (case, other characters, ``__`` inside, too long) becomes a slug plus ``___`` and
-    a 64-bit hash of the exact parts: ``Shop.Orders`` → ``shop_orders___<hash>``. Plain names never
-    contain ``___``, so the two kinds cannot meet, and a crafted plain name cannot equal a hashed one.
-    """
-    parts = tuple(name.split(".")) if isinstance(name, str) else tuple(name)
-    plain = "__".join(parts)
-    if parts and all(_PLAIN_PART.fullmatch(p) for p in parts) and len(plain) <= max_len:
-        return plain
-    exact = json.dumps(list(parts), ensure_ascii=False).encode("utf-8", "surrogatepass")
-    digest = hashlib.sha256(exact).hexdigest()[:16]
-    slug = _NOT_SLUG.sub("_", "_".join(parts).lower()).strip("_")[: max_len - len(HASH_MARK) - 16] or "t"
-    return f"{slug}{HASH_MARK}{digest}"
 
 
 @dataclass(frozen=True)
@@ -142,6 +86,9 @@ class TableRef:
         return writer.start(self.path) if self.path is not None else writer.toTable(self.name)
 
 
+#: The tables silver writes: one per kind of decoded row (``skipped``: changes of tables ``include`` /
+#: ``exclude`` leave out).
+SILVER_TABLES = ("changes", "quarantine", "heartbeats", "ddl_log", "skipped")
 #: The tables gold keeps next to a mirror: deleted keys, ids of applied changes (keyless), SCD2 history.
 SIDE_TABLES = ("tombstones", "applied", "history")
 #: Gold's shared state tables, one each for all mirrors (pipelines.gold.state).
@@ -198,7 +145,7 @@ class Warehouse:
         return self._ref("bronze", "raw_messages")
 
     def silver(self, name: str) -> TableRef:
-        assert name in ("changes", "quarantine", "heartbeats", "ddl_log", "dq_results"), name
+        assert name in (*SILVER_TABLES, "dq_results"), name
         return self._ref("silver", name)
 
     def mirror(self, mirror_name: str | Sequence[str], *, target: bool = False) -> TableRef:
@@ -298,7 +245,7 @@ class Warehouse:
         layers = ("silver", "gold")
         tables, paths = [], [f"{self.checkpoint_root}/{layer}" for layer in layers]
         if self.catalog:
-            silver = [self.silver(n) for n in ("changes", "quarantine", "heartbeats", "ddl_log")]
+            silver = [self.silver(n) for n in SILVER_TABLES]
             mirrors, sides = self.catalog_gold_tables(spark)
             tables = [t for t in silver if t.exists(spark)] + mirrors + sides
         else:

@@ -21,9 +21,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     with _batch_progress(spark, enabled=available_now) as progress:
         summary = run_pipeline(spark, cfg, stages, available_now, progress=progress)
+    skipped = f", {summary.skipped} of tables left out (include/exclude)" if summary.skipped else ""
     _progress(
         f"finished {', '.join(summary.stages)}: {summary.applied} changes applied, {summary.stale} stale "
-        f"skipped, {summary.gold_quarantined} quarantined in gold"
+        f"skipped, {summary.gold_quarantined} quarantined in gold{skipped}"
     )
     return 0
 
@@ -107,7 +108,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     counts = reconcile(spark, Warehouse.from_config(cfg))
     print(
         f"replayed {src}: {counts['bronze_messages']} messages in bronze; {counts['changes']} with row changes, "
-        f"{counts['heartbeats']} heartbeats, {counts['ddl_log']} DDL, {counts['quarantine']} quarantined; "
+        f"{counts['heartbeats']} heartbeats, {counts['ddl_log']} DDL, {counts['quarantine']} quarantined, "
+        f"{counts['skipped']} with changes of skipped tables; "
         f"this run applied {summary.applied} changes ({summary.stale} stale skipped, "
         f"{summary.gold_quarantined} quarantined in gold)"
     )

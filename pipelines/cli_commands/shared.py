@@ -72,12 +72,9 @@ def _context_config(args, format_id: str, source_path: str | None = None):
         if not eq or "." not in name or not cols:
             raise ConfigError(f"--key {item!r}: expected DB.TABLE=COL1,COL2")
         old = tables.get(name)
-        tables[name] = TableConfig(
-            name=name,
-            key=tuple(c.strip() for c in cols.split(",") if c.strip()),
-            columns=old.columns if old else {},
-            target=old.target if old else None,
-        )
+        key = tuple(c.strip() for c in cols.split(",") if c.strip())
+        # the file's other settings of the table (columns kept, target, ...) stay
+        tables[name] = replace(old, key=key) if old else TableConfig(name=name, key=key)
     if args.table and "." not in args.table:
         raise ConfigError(f"--table {args.table!r}: expected DB.TABLE")
     sources = cfg.sources

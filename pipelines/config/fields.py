@@ -4,6 +4,8 @@ a one-line description. The validator allows exactly these keys (its "unknown fi
 
 A default is the YAML value a missing key stands for, or, in parentheses, what it means when it is
 not a plain value (``(required)``, ``(the top-level `schema_changes`)``).
+
+Longer than 400 lines because it is a table, not logic: one declaration per key of the file.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pipelines.config.model import (
     DEFAULT_INVALID_VALUE_POLICY,
     DEFAULT_SCHEMA_POLICY,
     INVALID_VALUE_POLICIES,
+    MAX_CLUSTER_COLUMNS,
     MAX_GOLD_PARALLELISM,
     SCHEMA_POLICIES,
 )
@@ -54,6 +57,7 @@ class Section:
 _SCHEMA_POLICY_TYPE = " | ".join(SCHEMA_POLICIES)
 _INVALID_VALUE_TYPE = " | ".join(INVALID_VALUE_POLICIES)
 _LIMIT_TYPE = "positive integer"
+_TABLE_PATTERNS = "list of table names or glob patterns (`db.table`, `shop.*`)"
 
 TOP_LEVEL = Section(
     "",
@@ -132,6 +136,18 @@ TOP_LEVEL = Section(
         ),
         Field("status", "mapping (see `status`)", "{}", "When `lakecdc status` exits 1."),
         Field("gold", "mapping (see `gold`)", "{}", "How gold applies a micro-batch."),
+        Field(
+            "include",
+            _TABLE_PATTERNS,
+            "[]",
+            "The source tables kept, of every source (empty: every table); the others are counted as skipped.",
+        ),
+        Field(
+            "exclude",
+            _TABLE_PATTERNS,
+            "[]",
+            "Source tables skipped, of every source: counted in `silver.skipped`, never in a mirror or quarantine.",
+        ),
     ),
 )
 
@@ -157,6 +173,28 @@ GOLD = Section(
             "positive integer",
             str(DEFAULT_GOLD_MAX_PENDING),
             "Continuous runs: a mirror is merged as soon as this many of its changes wait (a hot table: every batch).",
+        ),
+        Field("naming", "mapping (see `gold.naming`)", "{}", "How a mirror is named after its source table."),
+    ),
+)
+
+NAMING = Section(
+    "gold.naming",
+    "A mirror's name: the template's parts joined by `__`, between a prefix and a suffix. A name the template "
+    "cannot keep plain and unambiguous is hashed (`<slug>___<hash>`); a configured `target` wins.",
+    (
+        Field(
+            "template",
+            "`{db}`, `{schema}` and `{table}` joined by `__`; `{db}` and `{table}` required",
+            "{db}__{schema}__{table}",
+            "The default names mirrors as before; without `{schema}`, OMS's `tenant.database` is two parts "
+            "(`{db}__{table}`: `demo_tenant__shop__customers`).",
+        ),
+        Field(
+            "prefix", "lowercase letters, digits, single `_`", "(none)", "Text before every mirror's name, e.g. `ods_`."
+        ),
+        Field(
+            "suffix", "lowercase letters, digits, single `_`", "(none)", "Text after every mirror's name, e.g. `_v2`."
         ),
     ),
 )
@@ -220,6 +258,14 @@ SOURCE = Section(
             "1 hour",
             "Data quality alerts when the source's last event or heartbeat is older.",
         ),
+        Field("include", _TABLE_PATTERNS, "[]", "The tables kept of this source (empty: every table)."),
+        Field("exclude", _TABLE_PATTERNS, "[]", "Tables of this source skipped (counted in `silver.skipped`)."),
+        Field(
+            "ignore_null_updates",
+            "true | false",
+            "false",
+            "A NULL in this source's UPDATE images means the column did not change (a table's own setting wins).",
+        ),
     ),
 )
 
@@ -278,14 +324,39 @@ TABLE = Section(
         Field(
             "target",
             "string",
-            "(the source table's name)",
+            "(the name `gold.naming` gives the source table)",
             "The mirror's name; in a catalog `<table>` or `<schema>.<table>`.",
         ),
         Field(
             "expectations",
             "list of rules",
             "[]",
-            "Great Expectations rules: name, expect, column ..., action warn | drop | fail.",
+            "Great Expectations rules: name, expect, column ..., or name, sql (a boolean over the mirror's "
+            "columns); action warn | drop | fail.",
+        ),
+        Field(
+            "columns_include",
+            "list of column names",
+            "(every column)",
+            "The only columns kept: silver drops the others, so no mirror, history, quarantine or check sees them.",
+        ),
+        Field(
+            "columns_exclude",
+            "list of column names",
+            "[]",
+            "Columns silver drops (not with `columns_include`; never a key column); bronze keeps the raw message.",
+        ),
+        Field(
+            "cluster_by",
+            f"list of at most {MAX_CLUSTER_COLUMNS} column names",
+            "[]",
+            "Delta liquid clustering columns of the mirror (none: not clustered).",
+        ),
+        Field(
+            "ignore_null_updates",
+            "true | false",
+            "(the source's `ignore_null_updates`)",
+            "A NULL in an UPDATE image means the column did not change (sources that send NULL for unchanged).",
         ),
         Field(
             "schema_changes",
@@ -293,7 +364,12 @@ TABLE = Section(
             "(the top-level `schema_changes`)",
             "This table's policy for DROP COLUMN, RENAME, narrowing and unrelated type changes.",
         ),
-        Field("history", "true | false", "false", "Also keep an SCD type 2 history (valid from/to) of the mirror."),
+        Field(
+            "history",
+            "true | false | mapping (see `tables.<name>.history`)",
+            "false",
+            "Also keep an SCD type 2 history (valid from/to) of the mirror; a mapping chooses the columns tracked.",
+        ),
         Field(
             "max_delay",
             "duration",
@@ -309,8 +385,28 @@ TABLE = Section(
     ),
 )
 
+HISTORY = Section(
+    "tables.<name>.history",
+    "The history of chosen columns: give exactly one key. `history: true` tracks every column.",
+    (
+        Field(
+            "columns",
+            "list of column names",
+            "(every column)",
+            "A new version only when one of these columns changes; a change of the others updates the current "
+            "version in place (AUTO CDC's `track_history_column_list`).",
+        ),
+        Field(
+            "except_columns",
+            "list of column names",
+            "[]",
+            "A change of only these columns updates the current version in place, no new version (not a key column).",
+        ),
+    ),
+)
+
 #: Every section, in the order of the reference.
-SECTIONS = (TOP_LEVEL, SOURCE, KAFKA, TABLE, SCHEMAS, LIMITS, STATUS, GOLD)
+SECTIONS = (TOP_LEVEL, SOURCE, KAFKA, TABLE, HISTORY, SCHEMAS, LIMITS, STATUS, GOLD, NAMING)
 
 
 def _cell(text: str) -> str:

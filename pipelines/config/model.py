@@ -18,6 +18,7 @@ from pipelines.formats.base import (
     TableSpec,
 )
 from pipelines.layout import LAYERS
+from pipelines.warehouse import MirrorNaming
 
 #: What gold does with a DROP, RENAME, narrowing or retype (``schema_changes``; see pipelines.gold.schema).
 SCHEMA_POLICIES = ("fail", "quarantine", "evolve", "ignore")
@@ -36,6 +37,8 @@ DEFAULT_GOLD_MAX_PENDING = 100
 #: How many tables of a micro-batch gold applies at a time (``gold.parallelism``; pipelines.gold.parallel).
 DEFAULT_GOLD_PARALLELISM = 4
 MAX_GOLD_PARALLELISM = 64
+#: Delta liquid clustering takes at most this many columns (``tables.<name>.cluster_by``).
+MAX_CLUSTER_COLUMNS = 4
 
 
 #: The stages in flow order: one per layer of the warehouse.
@@ -61,12 +64,17 @@ class Source:
     path: str | None = None
     kafka: KafkaSource | None = None
     freshness: str = "1 hour"  # data-quality: alert when the last event or heartbeat is older
+    include: tuple[str, ...] = ()  # table names or glob patterns this source keeps (empty: every table)
+    exclude: tuple[str, ...] = ()  # ... and skips (pipelines.selection)
+    ignore_null_updates: bool | None = None  # NULL in an UPDATE means "unchanged"; None: not set here
 
 
 @dataclass(frozen=True)
 class TableConfig:
     name: str  # "<db>.<table>" as messages name it
     key: tuple[str, ...] = ()
+    #: the mirror's configured column types: ``columns`` of the file without the columns
+    #: ``columns_include`` / ``columns_exclude`` keep out (those never reach gold)
     columns: Mapping[str, str] = field(default_factory=dict)
     target: str | None = None
     expectations: tuple = ()  # pipelines.quality.Rule, validated at load
@@ -74,6 +82,20 @@ class TableConfig:
     history: bool = False  # keep an SCD type 2 history next to the mirror (pipelines.gold.history)
     invalid_values: str | None = None  # null | quarantine; None: the top-level one
     max_delay: float | None = None  # seconds: freshness budget of continuous runs; None: gold.max_delay
+    #: every configured column type (``columns`` of the file), which decoders read; None: ``columns``
+    source_columns: Mapping[str, str] | None = None
+    columns_include: tuple[str, ...] | None = None  # the only columns kept (silver drops the rest)
+    columns_exclude: tuple[str, ...] = ()  # columns silver drops
+    #: ``history: {columns: [...]}``: the columns whose changes make a new version (None: every column)
+    history_columns: tuple[str, ...] | None = None
+    history_except_columns: tuple[str, ...] = ()  # ``history: {except_columns: [...]}``: changes ignored
+    ignore_null_updates: bool | None = None  # None: the source's setting, else false
+    cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns of the mirror (none by default)
+
+    @property
+    def decode_columns(self) -> Mapping[str, str]:
+        """The configured types decoders read: every column of the file, kept or not."""
+        return self.columns if self.source_columns is None else self.source_columns
 
 
 @dataclass(frozen=True)
@@ -110,11 +132,16 @@ class PipelineConfig:
     gold_parallelism: int = DEFAULT_GOLD_PARALLELISM  # tables applied at a time (gold.parallelism)
     gold_max_delay: float = DEFAULT_GOLD_MAX_DELAY  # seconds: a continuous run's longest wait for a mirror's change
     gold_max_pending: int = DEFAULT_GOLD_MAX_PENDING  # continuous runs: this many waiting changes merge a mirror
+    gold_naming: MirrorNaming = field(default_factory=MirrorNaming)  # gold.naming: the mirrors' names
+    include: tuple[str, ...] = ()  # table names or glob patterns every source keeps (empty: every table)
+    exclude: tuple[str, ...] = ()  # ... and skips (pipelines.selection)
     origin: str = "<config>"
 
     def decode_context(self, format_id: str | None = None) -> DecodeContext:
         return DecodeContext(
-            tables={name.lower(): TableSpec(key=t.key, columns=dict(t.columns)) for name, t in self.tables.items()},
+            tables={
+                name.lower(): TableSpec(key=t.key, columns=dict(t.decode_columns)) for name, t in self.tables.items()
+            },
             default_table=self.default_table,
             max_message_bytes=self.max_message_bytes,
             max_depth=self.max_depth,
@@ -122,6 +149,22 @@ class PipelineConfig:
             max_elements=self.max_elements,
             options=dict(self.format_options.get(format_id or "", {})),
         )
+
+    def table_for(self, source_table: str) -> TableConfig | None:
+        """The configuration of a source table (its name as :class:`~pipelines.warehouse.SourceTable`
+        gives it): the entry of exactly its name, else the one entry whose name differs only in case
+        (two such entries, and it is ambiguous: none)."""
+        if source_table in self.tables:
+            return self.tables[source_table]
+        alike = [tc for name, tc in self.tables.items() if name.lower() == source_table.lower()]
+        return alike[0] if len(alike) == 1 else None
+
+    def ignores_null_updates(self, source: str, source_table: str) -> bool:
+        """``ignore_null_updates`` of a source table: its table's setting, else its source's, else false."""
+        tc = self.table_for(source_table)
+        if tc is not None and tc.ignore_null_updates is not None:
+            return tc.ignore_null_updates
+        return bool(next((s.ignore_null_updates for s in self.sources if s.name == source), None))
 
     def source(self, name: str) -> Source:
         for s in self.sources:

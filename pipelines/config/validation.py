@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from pipelines.config import choices
 from pipelines.config.fields import GOLD, KAFKA, LIMITS, SCHEMAS, SOURCE, STATUS, TABLE, TOP_LEVEL
 from pipelines.config.locations import location_errors
 from pipelines.config.model import (
@@ -77,6 +78,8 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     gold_max_pending = v.positive_int(
         gold_raw.get("max_pending", DEFAULT_GOLD_MAX_PENDING), "gold.max_pending", DEFAULT_GOLD_MAX_PENDING
     )
+    gold_naming = choices.naming(v, gold_raw.get("naming"))
+    include, exclude = choices.table_lists(v, root, "")
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits_raw, "limits", LIMITS.names())
     limits = {k: v.positive_int(limits_raw.get(k, default), f"limits.{k}", default) for k, default in _LIMITS.items()}
@@ -93,6 +96,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         v.fail("sources", f"source names must be unique; repeated: {', '.join(sorted(dup))}")
     tables_raw = v.mapping(root.get("tables") or {}, "tables")
     tables = {str(name): v.table(str(name), spec, f"tables.{name}") for name, spec in tables_raw.items()}
+    choices.skipped_tables(v, tables, (include, exclude), sources)
     trigger = root.get("trigger", "available_now")
     if trigger not in ("available_now", "continuous"):
         v.fail("trigger", f"must be available_now or continuous, got {trigger!r}")
@@ -142,6 +146,9 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         gold_parallelism=gold_parallelism,
         gold_max_delay=gold_max_delay,
         gold_max_pending=gold_max_pending,
+        gold_naming=gold_naming,
+        include=include,
+        exclude=exclude,
         origin=origin,
     )
     for where, message in location_errors(config):
@@ -280,7 +287,17 @@ class _Validator:
         kafka = self.kafka(s["kafka"], f"{where}.kafka") if s.get("kafka") else None
         freshness = self.text(s.get("freshness", "1 hour"), f"{where}.freshness", "1 hour")
         self.rule(parse_duration, freshness, f"{self.origin}: {where}.freshness")
-        return Source(name=name, format=str(fmt), path=path or None, kafka=kafka, freshness=freshness)
+        include, exclude = choices.table_lists(self, s, where)
+        return Source(
+            name=name,
+            format=str(fmt),
+            path=path or None,
+            kafka=kafka,
+            freshness=freshness,
+            include=include,
+            exclude=exclude,
+            ignore_null_updates=choices.optional_boolean(self, s, "ignore_null_updates", where),
+        )
 
     def rule(self, parser: Any, *args: Any) -> Any:
         """Run one of quality's parsers, which raise ConfigError themselves; collect its error."""
@@ -375,14 +392,14 @@ class _Validator:
         invalid = (
             self.invalid_value_policy(t["invalid_values"], f"{where}.invalid_values") if "invalid_values" in t else None
         )
+        chosen = {"columns": columns, **choices.table_choices(self, t, where, key, columns, rules or ())}
         return TableConfig(
             name=name,
             key=key,
-            columns=columns,
             target=target,
             expectations=tuple(rules or ()),
             schema_changes=policy,
             invalid_values=invalid,
-            history=self.boolean(t.get("history", False), f"{where}.history"),
             max_delay=self.duration(t["max_delay"], f"{where}.max_delay") if "max_delay" in t else None,
+            **chosen,
         )

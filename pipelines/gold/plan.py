@@ -23,7 +23,7 @@ from pipelines.gold.schema import MirrorShape, shape_mirror
 from pipelines.gold.state import KEY_STATE_PROPERTY, state_since
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
 from pipelines.mirror_columns import mirror_schema, table_properties
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import Warehouse, mirror_parts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,7 +53,7 @@ def mirror_identity(cfg: PipelineConfig, wh: Warehouse, source_key: str) -> Mirr
     source = TableProfile(source_key).source
     tc = table_config(cfg, source.name)
     target = bool(tc and tc.target)
-    parts = tuple(tc.target.split(".")) if target else source.parts
+    parts = tuple(tc.target.split(".")) if target else mirror_parts(source, cfg.gold_naming)
     return MirrorIdentity(
         source.name,
         tc.target if target else source.name,

@@ -8,7 +8,9 @@ Row rules run on the batch's typed changes (:func:`check_batch`) and act:
 ``fail``  raise :class:`QualityFailure` naming the table, the rule and up to 5 example rows.
 
 Row rules skip DELETE/TRUNCATE changes (they carry no new value) and, for partial updates, the
-columns the change does not carry. Table rules (``unique``, ``row_count_between``) describe the
+columns the change does not carry. SQL rules (:mod:`pipelines.quality.sql_rules`) are row rules in the
+same suite, as GE's ``UnexpectedRowsExpectation``; a partial update is checked by one only when it
+carries every column the expression names. Table rules (``unique``, ``row_count_between``) describe the
 mirror after the merge (:func:`check_mirror`); they can warn or fail, there is no single change to drop.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +32,11 @@ from pipelines.quality.gx_session import (
     expectation_for,
     expectation_type,
     failure_message,
+    sql_expectation,
     utc_now,
 )
 from pipelines.quality.rules import Rule
+from pipelines.quality.sql_rules import SqlCheck, SqlOutcome, SqlRuleError, sql_check, sql_outcomes
 from pipelines.quality.storage import result_row
 from pipelines.sql import ROW_IMAGE_SQL, lit
 from pipelines.sql import typed as typed_column
@@ -116,7 +120,8 @@ def _text(value: Any) -> str | None:
 def check_batch(
     spark: SparkSession, table: str, typed: DataFrame, rules: Sequence[Rule], run_id: str, batch_id: int
 ) -> BatchQuality:
-    """Validate one micro-batch of typed changes against the row rules of ``table``.
+    """Validate one micro-batch of typed changes against the row rules of ``table`` (fixed rules and
+    SQL rules, one Great Expectations suite).
 
     ``typed``: one row per change with the mirror's typed columns plus ``bronze_position``,
     ``change_index`` and ``op`` (optional ``_carried``: see :func:`typed_changes`).
@@ -129,26 +134,39 @@ def check_batch(
         return out
     checked_at = utc_now()
     cols = set(typed.columns)
-    missing = [r for r in rules if r.column not in cols]
-    runnable = [r for r in rules if r.column in cols]
     failures: list[str] = []
-    for r in missing:
-        msg, row = _missing_column(run_id, batch_id, table, r, r.column, checked_at)
-        out.results.append(row)
-        out.warnings.append(f"{table}: rule {r.name}: {msg}")
-        if r.action == "fail":
-            failures.append(f"data quality check {r.name!r} failed on table {table}: {msg}")
+    runnable: list[Rule] = []
+    sql_checks: dict[str, SqlCheck] = {}
+    for r in rules:
+        msg = None
+        if r.is_sql:
+            try:
+                sql_checks[r.name] = sql_check(typed, r)
+            except SqlRuleError as exc:
+                msg = f"sql {r.sql!r}: {exc}"
+        elif r.column in cols:
+            runnable.append(r)
+        else:
+            msg = f"column {r.column!r} is not a column of {table}"
+        if msg is not None:  # a rule that cannot run on this batch: a failed result naming why
+            out.results.append(_unrunnable_row(run_id, batch_id, table, r, msg, checked_at))
+            out.warnings.append(f"{table}: rule {r.name}: {msg}")
+            if r.action == "fail":
+                failures.append(f"data quality check {r.name!r} failed on table {table}: {msg}")
     conds = []
     if "op" in cols:
         conds.append("op NOT IN ('DELETE', 'TRUNCATE')")
     index_cols = [c for c in CHANGE_ID if c in cols]
-    if runnable:
+    if runnable or sql_checks:
         exps = []
-        for r in runnable:
-            cond = list(conds)
-            if "_carried" in cols:
-                cond.append(f"(_carried IS NULL OR array_contains(_carried, {lit(r.column)}))")
-            exps.append(expectation_for(r, " AND ".join(cond) or None))
+        for r in rules:  # the configured order: the first dropping rule names a change
+            if r.name in sql_checks:
+                exps.append(sql_expectation(r, sql_checks[r.name].query))
+            elif r in runnable:
+                cond = list(conds)
+                if "_carried" in cols:
+                    cond.append(f"(_carried IS NULL OR array_contains(_carried, {lit(r.column)}))")
+                exps.append(expectation_for(r, " AND ".join(cond) or None))
         has_drop = any(r.action == "drop" for r in runnable)
         with cached(typed) as frame:
             res = GXSession.get().validate(
@@ -161,13 +179,19 @@ def check_batch(
                 run_name=f"{run_id}-b{batch_id}",
                 table=table,
             )
+            found = sql_outcomes(frame, list(sql_checks.values()), res)
         out.validation = res
-        by_name = {r.name: r for r in runnable}
+        by_name = {r.name: r for r in rules}
         dropped: dict[tuple, dict] = {}
         for er in res.results:
             rule = by_name[er.expectation_config.meta["rule"]]
-            el, un = counts(er)
             ok = bool(er.success)
+            if rule.is_sql:
+                outcome = found[rule.name]
+                el, un, info, msg = outcome.checked, outcome.unexpected, outcome.details(er), outcome.message(table, er)
+            else:
+                (el, un), info = counts(er), details(er)
+                msg = failure_message(table, rule.name, er.expectation_config.type, er)
             out.results.append(
                 result_row(
                     run_id,
@@ -179,13 +203,12 @@ def check_batch(
                     ok,
                     el,
                     un,
-                    details(er),
+                    info,
                     checked_at,
                 )
             )
             if ok:
                 continue
-            msg = failure_message(table, rule.name, er.expectation_config.type, er)
             if rule.action == "fail":
                 failures.append(msg)
             elif rule.action == "warn":
@@ -195,19 +218,9 @@ def check_batch(
                 if er.exception_info and er.exception_info.get("raised_exception"):
                     failures.append(msg + "\n  (a drop rule could not be evaluated; nothing was dropped)")
                     continue
-                for item in (er.result or {}).get("unexpected_index_list") or []:
-                    ident = tuple(item.get(c) for c in CHANGE_ID)
-                    if ident in dropped:
-                        continue  # first rule in configured order names the change
-                    bad = _text(item.get(rule.column))
-                    dropped[ident] = {
-                        "bronze_position": ident[0],
-                        "change_index": ident[1],
-                        "rule": rule.name,
-                        "bad_value": bad,
-                        "reason": f"expectation {rule.name} ({rule.expectation}) failed: column {rule.column} = "
-                        f"{'NULL' if bad is None else bad[:200]}",
-                    }
+                offending = _sql_drops(found[rule.name]) if rule.is_sql else _column_drops(rule, er)
+                for ident, item in offending:
+                    dropped.setdefault(ident, item)  # first rule in configured order names the change
         if dropped:
             out.dropped = spark.createDataFrame(list(dropped.values()), DROPPED_DDL)
             out.dropped_count = len(dropped)
@@ -215,6 +228,35 @@ def check_batch(
     if failures:
         raise QualityFailure("\n".join(failures), out.results)
     return out
+
+
+def _drop(ident: tuple, rule: Rule, bad: str | None, reason: str) -> tuple[tuple, dict]:
+    """(change id, its quarantine row: :data:`DROPPED_DDL`)."""
+    return ident, {
+        "bronze_position": ident[0],
+        "change_index": ident[1],
+        "rule": rule.name,
+        "bad_value": bad,
+        "reason": reason,
+    }
+
+
+def _column_drops(rule: Rule, er: Any) -> Iterator[tuple[tuple, dict]]:
+    """The changes a failing fixed ``drop`` rule sends to quarantine: (change id, quarantine row)."""
+    for item in (er.result or {}).get("unexpected_index_list") or []:
+        bad = _text(item.get(rule.column))
+        value = "NULL" if bad is None else bad[:200]
+        reason = f"expectation {rule.name} ({rule.expectation}) failed: column {rule.column} = {value}"
+        yield _drop(tuple(item.get(c) for c in CHANGE_ID), rule, bad, reason)
+
+
+def _sql_drops(outcome: SqlOutcome) -> Iterator[tuple[tuple, dict]]:
+    """The changes a failing SQL ``drop`` rule sends to quarantine, with the values its expression names."""
+    rule = outcome.check.rule
+    for r in outcome.rows:
+        bad = _text({c: r.get(c) for c in outcome.check.columns}) or ""
+        reason = f"expectation {rule.name} (sql: {(rule.sql or '')[:200]}) failed: {bad[:200]}"
+        yield _drop(tuple(r.get(c) for c in CHANGE_ID), rule, bad, reason)
 
 
 def run_checks(
@@ -343,7 +385,12 @@ def _missing_column(
 ) -> tuple[str, dict]:
     """A rule that names a column the table lacks: the error, and its failed ``dq_results`` row."""
     msg = f"column {column!r} is not a column of {table}"
-    row = result_row(
+    return msg, _unrunnable_row(run_id, batch_id, table, rule, msg, checked_at)
+
+
+def _unrunnable_row(run_id: str, batch_id: int, table: str, rule: Rule, msg: str, checked_at: _dt.datetime) -> dict:
+    """The failed ``dq_results`` row of a rule that cannot run on the table, with the reason."""
+    return result_row(
         run_id,
         batch_id,
         table,
@@ -356,4 +403,3 @@ def _missing_column(
         json.dumps({"error": msg}),
         checked_at,
     )
-    return msg, row

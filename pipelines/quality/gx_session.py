@@ -60,6 +60,7 @@ class GXSession:
         # persist=False: GE would persist each frame it validates, which :func:`cached` already did
         # (Spark warns "Asked to cache already cached data" at each second persist)
         self.source = self.ctx.data_sources.add_spark(name="lakecdc", persist=False)
+        self._engine_lock = threading.Lock()  # one query-metric validation at a time (_queries_in)
         self.batch_definitions: dict[str, Any] = {}
         #: (table, run name, validation result) of this process, newest last, for Data Docs.
         self.recent: deque = deque(maxlen=500)
@@ -102,7 +103,11 @@ class GXSession:
             fmt["unexpected_index_column_names"] = list(index_columns)
         batch = bd.get_batch(batch_parameters={"dataframe": df})
         try:
-            result = batch.validate(suite, result_format=fmt)
+            if any(isinstance(e, gx.expectations.UnexpectedRowsExpectation) for e in expectations):
+                with self._queries_in(batch, df):
+                    result = batch.validate(suite, result_format=fmt)
+            else:
+                result = batch.validate(suite, result_format=fmt)
         finally:
             forget_batch(batch)
         from great_expectations.core.run_identifier import RunIdentifier
@@ -113,6 +118,27 @@ class GXSession:
         result.meta["batch_spec"] = {**(result.meta.get("batch_spec") or {}), "data_asset_name": table}
         self.recent.append((table, run_name, result))
         return result
+
+    @contextmanager
+    def _queries_in(self, batch: Any, df: DataFrame) -> Iterator[None]:
+        """Run GE's query metrics in ``df``'s own Spark session. GE registers the batch as the temporary
+        view ``tmp_view`` in the frame's session, then runs the query in its engine's session (the
+        process's first): another session where gold applies a table in a thread of its own
+        (:mod:`pipelines.gold.parallel`) and where a stream's micro-batch runs, which would not see the
+        view (or would see another batch's). The view is dropped after."""
+        engine = batch.data.execution_engine
+        with self._engine_lock:
+            previous = engine.spark
+            engine.spark = df.sparkSession
+            try:
+                yield
+            finally:
+                engine.spark = previous
+                df.sparkSession.catalog.dropTempView(GX_QUERY_VIEW)
+
+
+#: The temporary view GE's query metrics register a batch as (SparkDF engine).
+GX_QUERY_VIEW = "tmp_view"
 
 
 def forget_batch(batch: Any) -> None:
@@ -180,6 +206,17 @@ def expectation_for(rule: Rule, row_condition: str | None) -> Any:
     raise ValueError(rule.expectation)
 
 
+def sql_expectation(rule: Rule, query: str) -> Any:
+    """The GE expectation of a SQL rule: ``UnexpectedRowsExpectation`` with the rule's query
+    (:attr:`pipelines.quality.sql_rules.SqlCheck.query`), described by the rule's own expression."""
+    E = great_expectations().expectations
+    return E.UnexpectedRowsExpectation(
+        unexpected_rows_query=query,
+        description=f"{rule.name}: {rule.sql}",
+        meta={"rule": rule.name, "action": rule.action, "sql": rule.sql},
+    )
+
+
 def expectation_type(rule: Rule) -> str:
     """The GE expectation type a rule becomes (recorded when the rule cannot even run)."""
     return {
@@ -191,6 +228,7 @@ def expectation_type(rule: Rule) -> str:
             "expect_column_values_to_be_unique" if len(rule.columns) == 1 else "expect_compound_columns_to_be_unique"
         ),
         "row_count_between": "expect_table_row_count_to_be_between",
+        "sql": "unexpected_rows_expectation",
     }[rule.expectation]
 
 

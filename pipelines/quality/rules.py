@@ -3,7 +3,11 @@
 Parsed when the configuration loads, so this module needs neither Spark nor Great Expectations and
 raises :class:`~pipelines.errors.ConfigError` with messages that name the file, the rule and the field.
 Row rules (``not_null``, ``in_set``, ``between``, ``regex``) are checked per micro-batch of changes;
-table rules (``unique``, ``row_count_between``) on the mirror after the merge.
+table rules (``unique``, ``row_count_between``) on the mirror after the merge. A SQL rule
+(``{name, sql: <boolean over the mirror's columns>, action}``, no ``expect``) is a row rule too: a
+change passes when its expression is true. Its text is checked here for what needs no Spark
+(balanced brackets and quotes, one expression); :mod:`pipelines.quality.sql_rules` parses it with
+Spark's own parser and checks its columns when a run starts.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ ACTIONS = ("warn", "drop", "fail")
 ROW_EXPECTATIONS = ("not_null", "in_set", "between", "regex")
 TABLE_EXPECTATIONS = ("unique", "row_count_between")
 EXPECTATIONS = ROW_EXPECTATIONS + TABLE_EXPECTATIONS
+#: The kind of a rule written as ``sql:`` (a Spark SQL boolean over the mirror's typed columns).
+SQL_EXPECTATION = "sql"
 
 #: The built-in CDC checks every mirror gets without configuration (``pipelines.quality.checks``).
 CDC_CHECKS = ("key_not_null", "key_unique", "seq_not_backwards", "source_drift", "freshness", "reconcile")
@@ -47,7 +53,16 @@ class Rule:
     @property
     def scope(self) -> str:
         """``batch`` (checked on each micro-batch of changes) or ``mirror`` (after the merge)."""
-        return "batch" if self.expectation in ROW_EXPECTATIONS else "mirror"
+        return "batch" if self.expectation in ROW_EXPECTATIONS or self.is_sql else "mirror"
+
+    @property
+    def is_sql(self) -> bool:
+        return self.expectation == SQL_EXPECTATION
+
+    @property
+    def sql(self) -> str | None:
+        """A SQL rule's boolean expression (None for the other kinds)."""
+        return self.args.get("sql") if self.is_sql else None
 
 
 _FIELDS = {
@@ -57,6 +72,7 @@ _FIELDS = {
     "regex": {"column", "pattern"},
     "unique": {"column", "columns"},
     "row_count_between": {"min", "max"},
+    SQL_EXPECTATION: {"sql"},
 }
 _COMMON = {"name", "expect", "action", "description"}
 
@@ -90,12 +106,17 @@ def parse_expectations(raw: list[dict] | None, where: str) -> list[Rule]:
             _fail(at, "name", "rule names must be unique within a table")
         seen.add(name)
         kind = item.get("expect")
-        if kind not in EXPECTATIONS:
-            _fail(at, "expect", f"must be one of {', '.join(EXPECTATIONS)}, got {kind!r}")
-        allowed = _COMMON | _FIELDS[kind]
+        if "sql" in item:
+            if kind is not None:
+                _fail(at, "sql", "a SQL rule has no expect: give expect (a fixed rule) or sql, not both")
+            kind = SQL_EXPECTATION
+        elif kind not in EXPECTATIONS:
+            _fail(at, "expect", f"must be one of {', '.join(EXPECTATIONS)}, or give sql: <a boolean>, got {kind!r}")
+        allowed = _COMMON - {"expect"} | _FIELDS[kind] if kind == SQL_EXPECTATION else _COMMON | _FIELDS[kind]
         unknown = sorted(set(map(str, item)) - allowed)
         if unknown:
-            _fail(at, unknown[0], f"unknown field for expect: {kind}; allowed: {', '.join(sorted(allowed))}")
+            what = "a sql rule" if kind == SQL_EXPECTATION else f"expect: {kind}"
+            _fail(at, unknown[0], f"unknown field for {what}; allowed: {', '.join(sorted(allowed))}")
         action = item.get("action", "warn")
         if action not in ACTIONS:
             _fail(at, "action", f"must be one of {', '.join(ACTIONS)}, got {action!r}")
@@ -122,7 +143,15 @@ def parse_expectations(raw: list[dict] | None, where: str) -> list[Rule]:
                 columns = (col,)
 
         args: dict[str, Any] = {}
-        if kind == "in_set":
+        if kind == SQL_EXPECTATION:
+            text = item.get("sql")
+            if not isinstance(text, str) or not text.strip():
+                _fail(at, "sql", f"required: a SQL boolean over the mirror's columns (got {text!r:.80})")
+            problem = sql_syntax_error(text)
+            if problem:
+                _fail(at, "sql", f"not a SQL expression: {problem}: {text!r:.200}")
+            args["sql"] = text.strip()
+        elif kind == "in_set":
             values = item.get("values")
             if not isinstance(values, list) or not values:
                 _fail(at, "values", f"must be a non-empty list, got {values!r}")
@@ -159,6 +188,58 @@ def parse_expectations(raw: list[dict] | None, where: str) -> list[Rule]:
             args["pattern"] = pattern
         rules.append(Rule(name=name, expectation=kind, columns=columns, args=args, action=action))
     return rules
+
+
+#: The closing bracket of each opening one.
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
+def sql_syntax_error(text: str) -> str | None:
+    """What makes ``text`` no single SQL expression, as far as one can tell without Spark's parser:
+    an unbalanced bracket, an unterminated string, quoted name or comment, or a ``;`` (None: nothing
+    found; :mod:`pipelines.quality.sql_rules` parses it for real when a run starts).
+
+    >>> sql_syntax_error("amount > 0 AND status IN ('NEW', 'PAID')") is None
+    True
+    >>> sql_syntax_error("(amount > 0")
+    'unclosed ( at character 1'
+    """
+    stack: list[tuple[str, int]] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in "'\"`":  # a string ('...', "..." with backslash escapes) or a quoted name (`...`)
+            j = i + 1
+            while j < n and text[j] != ch:
+                j += 2 if text[j] == "\\" and ch != "`" else 1
+            if j >= n:
+                kind = "quoted name" if ch == "`" else "string"
+                return f"unterminated {kind} starting at character {i + 1}"
+            i = j + 1
+            continue
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                return f"unterminated comment starting at character {i + 1}"
+            i = end + 2
+            continue
+        if ch == ";":
+            return f"';' at character {i + 1}: one expression, not statements"
+        if ch in _CLOSING:
+            stack.append((ch, i))
+        elif ch in _CLOSING.values():
+            if not stack or _CLOSING[stack[-1][0]] != ch:
+                return f"unbalanced {ch} at character {i + 1}"
+            stack.pop()
+        i += 1
+    if stack:
+        opened, at = stack[-1]
+        return f"unclosed {opened} at character {at + 1}"
+    return None
 
 
 def parse_duration(value: Any, where: str) -> _dt.timedelta:

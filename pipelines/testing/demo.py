@@ -269,8 +269,13 @@ EXPECTATIONS = {
     ],
     f"demo_tenant.{CUSTOMERS}": [
         {"name": "email_shape", "expect": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$", "action": "warn"},
+        # a SQL expectation: any Spark SQL boolean over the mirror's columns (a row passes when it is true)
+        {"name": "balance_under_900m", "sql": "balance IS NULL OR balance < 900000000", "action": "warn"},
     ],
 }
+#: Readable mirror names: OMS's ``tenant.database`` is two name parts, so the OMS tables' mirrors are
+#: ``demo_tenant__shop__customers`` and ``demo_tenant__shop__orders``, the Canal one ``inventory__stock``.
+NAMING = {"template": "{db}__{table}"}
 
 
 def demo_config(
@@ -296,6 +301,7 @@ def demo_config(
             for name, types in TABLE_TYPES.items()
         },
         "quality_checks": quality,
+        "gold": {"naming": NAMING},
     }
 
 
@@ -367,6 +373,7 @@ def _print_summary(spark, cfg, summary, conf_path: Path) -> None:
     print(f"  heartbeats              {counts['heartbeats']:>6}")
     print(f"  DDL                     {counts['ddl_log']:>6}")
     print(f"  quarantined             {counts['quarantine']:>6}")
+    print(f"  skipped (include/exclude) {counts['skipped']:>4}")
     print(
         f"  reconciled              {'yes' if counts['accounted'] == counts['bronze_messages'] else 'NO'}"
         f" ({counts['accounted']} of {counts['bronze_messages']} messages accounted for)"

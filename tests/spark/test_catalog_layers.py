@@ -60,7 +60,14 @@ def test_a_schema_per_layer_and_a_target_schema(spark, tmp_path, capsys, layered
     assert main(["run", "--conf", str(local_conf)]) == 0
 
     assert _tables(spark, schemas["bronze"]) == {"raw_messages"}
-    assert _tables(spark, schemas["silver"]) == {"changes", "quarantine", "heartbeats", "ddl_log", "dq_results"}
+    assert _tables(spark, schemas["silver"]) == {
+        "changes",
+        "quarantine",
+        "heartbeats",
+        "ddl_log",
+        "skipped",
+        "dq_results",
+    }
     gold = _tables(spark, schemas["gold"])
     mirrors = {t for t in gold if not t.startswith("_")}
     assert len(mirrors) == 2 and not any("orders" in m for m in mirrors), gold  # customers and stock
@@ -82,7 +89,9 @@ def test_a_schema_per_layer_and_a_target_schema(spark, tmp_path, capsys, layered
     capsys.readouterr()
     assert main(["rebuild", "--conf", str(conf)]) == 1  # without --yes: only what it would drop
     would = {line.removeprefix("would drop ") for line in capsys.readouterr().out.splitlines() if "would" in line}
-    silver = {f"{CATALOG}.{schemas['silver']}.{t}" for t in ("changes", "quarantine", "heartbeats", "ddl_log")}
+    silver = {
+        f"{CATALOG}.{schemas['silver']}.{t}" for t in ("changes", "quarantine", "heartbeats", "ddl_log", "skipped")
+    }
     gold_tables = {f"{CATALOG}.{schemas['gold']}.{t}" for t in gold} | {
         f"{CATALOG}.{sales}.{t}" for t in _tables(spark, sales)
     }

@@ -23,6 +23,8 @@ WHERE = {
     "sources[]": "sources[0]",
     "sources[].kafka": "sources[0].kafka",
     "tables.<name>": "tables.db.t",
+    "tables.<name>.history": "tables.db.t.history",
+    "gold.naming": "gold.naming",
 }
 
 PATH_SOURCE = {"name": "by_path", "format": "oms_default", "path": "./landing"}
@@ -46,12 +48,13 @@ def test_the_validator_allows_exactly_the_declared_keys():
     allows there: the declared keys, no more, no fewer."""
     document = {
         UNKNOWN: 1,
-        **{name: {UNKNOWN: 1} for name in ("gold", "limits", "status", "schemas")},
+        **{name: {UNKNOWN: 1} for name in ("limits", "status", "schemas")},
+        "gold": {UNKNOWN: 1, "naming": {UNKNOWN: 1}},
         "sources": [
             {"name": "s", "format": "oms_default", "kafka": {"bootstrap_servers": "h:1", "topics": ["t"], UNKNOWN: 1}}
             | {UNKNOWN: 1}
         ],
-        "tables": {"db.t": {UNKNOWN: 1}},
+        "tables": {"db.t": {UNKNOWN: 1, "history": {UNKNOWN: 1}}},
     }
     with pytest.raises(ConfigError) as refused:
         parse_config(document, origin="f.yaml")
@@ -75,12 +78,12 @@ def test_every_declared_key_is_accepted():
 
     document = every_key(
         "",
-        gold=every_key("gold"),
+        gold=every_key("gold", naming=every_key("gold.naming")),
         limits=every_key("limits"),
         status=every_key("status"),
         schemas=every_key("schemas"),
         sources=[every_key("sources[]", name="s", format="oms_default", kafka=every_key("sources[].kafka"))],
-        tables={"db.t": every_key("tables.<name>")},
+        tables={"db.t": every_key("tables.<name>", history=every_key("tables.<name>.history"))},
     )
     with pytest.raises(ConfigError) as refused:  # None is no valid value of most keys
         parse_config(document, origin="f.yaml")
@@ -121,6 +124,10 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("", "invalid_values"): lambda c: c.invalid_values,
     ("", "status"): None,
     ("", "gold"): None,
+    ("", "include"): lambda c: c.include,
+    ("", "exclude"): lambda c: c.exclude,
+    ("gold", "naming"): None,
+    ("gold.naming", "template"): lambda c: c.gold_naming.template,
     ("gold", "parallelism"): lambda c: c.gold_parallelism,
     ("gold", "max_delay"): lambda c: f"{c.gold_max_delay / 60:g} minutes",
     ("gold", "max_pending"): lambda c: c.gold_max_pending,
@@ -133,6 +140,9 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("sources[]", "path"): lambda c: _source(c, "by_topics").path,
     ("sources[]", "kafka"): lambda c: _source(c, "by_path").kafka,
     ("sources[]", "freshness"): lambda c: _source(c, "by_path").freshness,
+    ("sources[]", "include"): lambda c: _source(c, "by_path").include,
+    ("sources[]", "exclude"): lambda c: _source(c, "by_path").exclude,
+    ("sources[]", "ignore_null_updates"): lambda c: c.ignores_null_updates("by_path", "db.t"),
     ("sources[].kafka", "topics"): lambda c: _source(c, "by_pattern").kafka.topics,
     ("sources[].kafka", "topic_pattern"): lambda c: _source(c, "by_topics").kafka.topic_pattern,
     ("sources[].kafka", "starting_offsets"): lambda c: _source(c, "by_topics").kafka.starting_offsets,
@@ -144,6 +154,9 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("tables.<name>", "columns"): lambda c: c.tables["db.t"].columns,
     ("tables.<name>", "expectations"): lambda c: c.tables["db.t"].expectations,
     ("tables.<name>", "history"): lambda c: c.tables["db.t"].history,
+    ("tables.<name>", "columns_exclude"): lambda c: c.tables["db.t"].columns_exclude,
+    ("tables.<name>", "cluster_by"): lambda c: c.tables["db.t"].cluster_by,
+    ("tables.<name>.history", "except_columns"): lambda c: c.tables["db.t"].history_except_columns,
 }
 
 

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "pipelines.spark_schema",
             "pipelines.layout",
             "pipelines.sql",
+            "pipelines.names",
         ),
     ),
     (
@@ -46,8 +47,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("rules", ("pipelines.quality", "pipelines.quality.rules")),
-    ("config", ("pipelines.config", "pipelines.config.*")),
-    ("stages", ("pipelines.quality.*", "pipelines.bronze", "pipelines.silver")),
+    ("config", ("pipelines.config", "pipelines.config.*", "pipelines.selection")),
+    (
+        "stages",
+        (
+            "pipelines.quality.*",
+            "pipelines.bronze",
+            "pipelines.silver",
+            "pipelines.mirror_names",
+            "pipelines.preflight",
+        ),
+    ),
     ("gold", ("pipelines.gold", "pipelines.gold.*")),
     ("orchestration", ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress")),
     ("entry points", ("pipelines.cli", "pipelines.cli_commands", "pipelines.cli_commands.*")),
