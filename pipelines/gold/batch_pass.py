@@ -23,6 +23,7 @@ from pipelines.gold.batch import BatchContext, GoldStats, Step
 from pipelines.gold.decide import (
     check_changes,
     fold_inputs,
+    ignore_nulls_sql,
     keyed_changes,
     table_counts,
     with_change_checks,
@@ -161,7 +162,7 @@ class BatchPass:
         self.counts = {r[SOURCE_TABLE]: r for r in table_counts(decided, checks).collect()}
         for plan in self.plans.values():
             self._count(plan)
-        self.fresh = fold_inputs(self.rows.where("NOT stale"), self.state_batch)
+        self.fresh = fold_inputs(self.rows.where("NOT stale"), self.state_batch, ignore_nulls_sql(self.plans, self.cfg))
 
     def _count(self, plan: TablePlan) -> None:
         """The table's decisions into the batch's stats, and its change checks' results."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from pipelines.config import PipelineConfig
 from pipelines.gold.lookups import MIRROR, Lookups, map_sql
 from pipelines.gold.order import ORD, delete_first, ord_sql
 from pipelines.gold.plan import TablePlan
@@ -262,10 +263,28 @@ def with_change_checks(rows: DataFrame, lookups: Lookups) -> DataFrame:
 # ---------------------------------------------------------------- 5. what the fold reads, and the key state it leaves
 
 
-def fold_inputs(rows: DataFrame, batch_id: int) -> DataFrame:
-    """Fresh keyed changes as the fold and the pending table read them (:data:`~pipelines.gold.state.PENDING_DDL`)."""
+def ignore_nulls_sql(plans: Mapping[str, TablePlan], cfg: PipelineConfig) -> str:
+    """SQL: the change is an UPDATE whose NULLs mean "unchanged" (``ignore_null_updates``: its table's
+    setting, else its source's), as AUTO CDC's ``ignore_null_updates``."""
+    tables = {p.mirror: str(p.tc.ignore_null_updates).lower() for p in plans.values() if p.keyed and p.tc
+              and p.tc.ignore_null_updates is not None}  # fmt: skip
+    sources = [lit(s.name) for s in cfg.sources if s.ignore_null_updates]
+    if not tables and not sources:
+        return "false"
+    by_source = f"source IN ({', '.join(sources)})" if sources else "false"
+    by_table = " ".join(f"WHEN {lit(m)} THEN {v}" for m, v in tables.items())
+    return f"(op = 'UPDATE' AND {f'CASE {MIRROR} {by_table} ELSE {by_source} END' if tables else by_source})"
+
+
+def fold_inputs(rows: DataFrame, batch_id: int, ignore_nulls: str = "false") -> DataFrame:
+    """Fresh keyed changes as the fold and the pending table read them (:data:`~pipelines.gold.state.PENDING_DDL`).
+    An UPDATE whose NULLs mean "unchanged" (``ignore_nulls``, :func:`ignore_nulls_sql`) carries only its
+    other columns: a partial image."""
     from pyspark.sql import functions as F
 
+    after = (
+        f"CASE WHEN {ignore_nulls} THEN map_filter({ROW_AFTER_SQL}, (c, v) -> v IS NOT NULL) ELSE {ROW_AFTER_SQL} END"
+    )
     return rows.select(
         F.col(MIRROR).alias("mirror"),
         F.lit(batch_id).cast("bigint").alias("batch"),
@@ -273,8 +292,8 @@ def fold_inputs(rows: DataFrame, batch_id: int) -> DataFrame:
         "kimg",
         "prev_live",
         ORD,
-        F.expr(ROW_AFTER_SQL).alias("after"),
-        F.expr(f"coalesce({PARTIAL_SQL}, false)").alias("partial"),
+        F.expr(after).alias("after"),
+        F.expr(f"coalesce({PARTIAL_SQL}, false) OR {ignore_nulls}").alias("partial"),
         *[F.col(c).cast("timestamp").alias(c) if c == "event_time" else c for c in FOLD_FIELDS],
     )
 

@@ -10,7 +10,10 @@ keeps one row per version of each key: the row's values, and when it was valid:
 
 Versions are cut per sequence value: changes of one key that share a sequence (one Canal message,
 one transaction) give one version, the state after the last of them, so a replay with other
-micro-batch boundaries gives the same history. A key change closes the old key's version and
+micro-batch boundaries gives the same history. With tracked columns (``history: {columns: [...]}`` or
+``{except_columns: [...]}``, as AUTO CDC's ``track_history_column_list``) a new version opens only when a
+tracked column changes (or the key comes back after a DELETE); a change of the other columns updates the
+current version in place. A key change closes the old key's version and
 opens one for the new key. A TRUNCATE closes every current version at its sequence; changes that
 come before it in the same micro-batch leave no version (the one place batch boundaries show).
 History starts when it is enabled; it keeps every column it has seen, also after a DROP or RENAME
@@ -21,7 +24,7 @@ changes never reach it (the same filter as the mirror), and a retried batch is a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pipelines.gold.batch import BatchContext, Step
@@ -48,7 +51,7 @@ from pipelines.mirror_columns import (
     source_types_json,
     table_properties,
 )
-from pipelines.sql import q
+from pipelines.sql import lit, q
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -108,9 +111,15 @@ def ensure_history(
 
 
 def merge_history(
-    ctx: BatchContext, rows: DataFrame, key: tuple[str, ...], shape: MirrorShape, history: TableRef
+    ctx: BatchContext,
+    rows: DataFrame,
+    key: tuple[str, ...],
+    shape: MirrorShape,
+    history: TableRef,
+    tracked: Sequence[str] | None = None,
 ) -> None:
-    """Close the current version of every key the batch changes and add its new versions."""
+    """Close the current version of every key the changes reach and add their new versions; with ``tracked``
+    columns, a state that changes none of them updates the version it continues in place."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -158,29 +167,30 @@ def merge_history(
         return f"CAST({sql} AS {hist_types[column]})"
 
     def version_value(c: str) -> str:
-        """The column as this version holds it: written by the batch, else as the current version held it."""
+        """The column as this version holds it: written by the changes, else as the current version held it."""
         return f"CASE WHEN {struct_field(WRITTEN, c)} THEN {struct_field(VALUES, c)} ELSE {struct_field(HELD, c)} END"
 
+    states = _runs(states, by_pos, tracked, version_value)
     key_values = [f"{cast(f'k.{q(k)}', k)} AS {q(k)}" for k in key]
-    versions = states.where("st.live").selectExpr(
+    versions = states.where("st.live AND pos = run_last").selectExpr(
         *key_values,
         *[f"{cast(version_value(c), c)} AS {q(c)}" for c in data_cols],
-        "c.seq AS _valid_from_seq",
+        "CASE WHEN continues THEN open_from ELSE run_from_seq END AS _valid_from_seq",
         "next_seq AS _valid_to_seq",
-        "c.event_time AS _valid_from",
+        "run_from_time AS _valid_from",
         "next_time AS _valid_to",
         "next_seq IS NULL AS _current",
         "c.op AS _op",
         "c.bronze_position AS _position",
-        "'insert' AS _action",
+        "CASE WHEN continues THEN 'update' ELSE 'insert' END AS _action",
     )
-    closes = states.where("first AND open_from IS NOT NULL").selectExpr(
+    closes = states.where("opens AND open_from IS NOT NULL").selectExpr(
         *key_values,
         *[f"CAST(NULL AS {hist_types[c]}) AS {q(c)}" for c in data_cols],
         "open_from AS _valid_from_seq",
-        "c.seq AS _valid_to_seq",
+        "run_from_seq AS _valid_to_seq",
         "CAST(NULL AS TIMESTAMP) AS _valid_from",
-        "c.event_time AS _valid_to",
+        "run_from_time AS _valid_to",
         "false AS _current",
         "CAST(NULL AS STRING) AS _op",
         "CAST(NULL AS STRING) AS _position",
@@ -190,19 +200,57 @@ def merge_history(
         [
             *(f"t.{q(k)} <=> s.{q(k)}" for k in key),
             "t._current",
-            "s._action = 'close'",
+            "s._action IN ('close', 'update')",
             "t._valid_from_seq = s._valid_from_seq",
         ]
     )
     merge_values = {q(c): f"s.{q(c)}" for c in (*key, *data_cols, *HISTORY_COLUMNS)}
+    in_place = {q(c): f"s.{q(c)}" for c in (*data_cols, "_valid_to_seq", "_valid_to", "_current", "_op", "_position")}
     with ctx.txn(Step.HISTORY):
         (
             history.delta(spark)
             .alias("t")
             .merge(versions.unionByName(closes).alias("s"), on)
             .whenMatchedUpdate(
-                set={"_valid_to_seq": "s._valid_to_seq", "_valid_to": "s._valid_to", "_current": "false"}
+                condition="s._action = 'close'",
+                set={"_valid_to_seq": "s._valid_to_seq", "_valid_to": "s._valid_to", "_current": "false"},
             )
+            .whenMatchedUpdate(condition="s._action = 'update'", set=in_place)
             .whenNotMatchedInsert(condition="s._action = 'insert'", values=merge_values)
             .execute()
         )
+
+
+def _runs(states: DataFrame, by_pos, tracked: Sequence[str] | None, version_value) -> DataFrame:
+    """Each state with its run: the states one version spans (``run``; ``run_last``: its last state, whose
+    values the version holds; ``run_from_seq``/``run_from_time``: its first state's), whether the run
+    ``continues`` the current version (its tracked columns unchanged: updated in place) and, on a key's first
+    state, whether it ``opens`` after the current version (which it then closes). Without ``tracked`` columns
+    every live state is a run of its own (a version per sequence)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if tracked is None:
+        continues = "false"
+        starts = "st.live"
+    else:
+        sig = "to_json(named_struct(" + ", ".join(f"{lit(c)}, {version_value(c)}" for c in tracked) + "))"
+        held = "to_json(named_struct(" + ", ".join(f"{lit(c)}, {struct_field(HELD, c)}" for c in tracked) + "))"
+        states = states.withColumn("sig", F.expr(f"CASE WHEN st.live THEN {sig} END"))
+        states = states.withColumn("prev_live", F.lag("st.live").over(by_pos))
+        states = states.withColumn("prev_sig", F.lag("sig").over(by_pos))
+        continues = f"(st.live AND first AND open_from IS NOT NULL AND sig <=> {held})"
+        starts = f"(st.live AND NOT {continues} AND (first OR NOT prev_live OR NOT (sig <=> prev_sig)))"
+    states = states.withColumn("continues", F.expr(continues)).withColumn(
+        "run", F.sum(F.expr(f"CASE WHEN {starts} OR NOT st.live THEN 1 ELSE 0 END")).over(by_pos)
+    )
+    # a run that continues the current version keeps run 0 until its first boundary
+    by_run = Window.partitionBy("k", "run")
+    ordered = by_run.orderBy("pos")
+    return (
+        states.withColumn("run_last", F.max("pos").over(by_run))
+        .withColumn("run_from_seq", F.first("c.seq").over(ordered))
+        .withColumn("run_from_time", F.first("c.event_time").over(ordered))
+        .withColumn("opens", F.expr("first AND NOT continues"))
+        .withColumn("continues", F.first("continues").over(ordered))
+    )

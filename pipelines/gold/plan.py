@@ -203,6 +203,7 @@ def _plan_table(
         formats=profile.formats,
         existing=meta.schema if meta else None,
         new_props={KEY_STATE_PROPERTY: str(batch_id)},
+        cluster_by=tc.cluster_by if tc else (),
     )
     plan.since = batch_id if props is None else state_since(props)
     if props is None or plan.shape.altered:

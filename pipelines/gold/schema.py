@@ -66,7 +66,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SINCE_PROPERTY = "lakecdc.column_since"  # column → lowest sequence of an incremental change carrying it
+SINCE_PROPERTY = "lakecdc.column_since"
+CLUSTER_PROPERTY = "lakecdc.cluster_by"  # the clustering columns configured when gold last set them (JSON)  # column → lowest sequence of an incremental change carrying it
 DROPPED_PROPERTY = "lakecdc.dropped_columns"  # column → sequence of the first image without it
 RENAMED_PROPERTY = "lakecdc.renamed_columns"  # old name → new name
 
@@ -168,20 +169,29 @@ def shape_mirror(
     formats: Sequence[str] = (),
     existing: dict[str, tuple[str, str | None]] | None = None,
     new_props: dict[str, str] | None = None,
+    cluster_by: Sequence[str] = (),
 ) -> MirrorShape:
     """Create the mirror (``props`` None: it does not exist yet) or follow the source's schema
     changes (see the module table); ``props`` are its table properties as the batch began, ``existing``
     its columns (:func:`~pipelines.mirror_columns.mirror_schema`; read when not given).
     ``sources`` and ``formats`` (those of the batch's changes) go into a new mirror's table comment, and
-    ``new_props`` into its properties."""
+    ``new_props`` into its properties; ``cluster_by`` columns (Delta liquid clustering) into a new mirror,
+    and into an existing one whose clustering the configuration changed."""
     comment = mirror_comment(ident.source_table, sources, formats, key)
     if props is None:
-        return _create(spark, ident, key, configured, sightings, keyless, comment, new_props or {})
+        return _create(spark, ident, key, configured, sightings, keyless, comment, new_props or {}, cluster_by)
     if existing is None:
         existing = mirror_schema(spark, ident.ref, props)
     evolution = SchemaEvolution(spark, ident, props, existing, key, configured, sightings, schemaless, comment)
     evolution.run(shapes)
+    if json.loads(props.get(CLUSTER_PROPERTY) or "[]") != list(cluster_by):
+        evolution.cluster(cluster_by)
     return evolution.shape
+
+
+def _clustering(columns: Sequence[str]) -> str:
+    """``CLUSTER BY (...)`` for a new table (nothing without columns)."""
+    return f"CLUSTER BY ({', '.join(q(c) for c in columns)}) " if columns else ""
 
 
 def _wanted_type(column: str, configured: dict[str, str], sightings: dict[str, ColumnSighting]) -> str | None:
@@ -200,6 +210,7 @@ def _create(
     keyless: bool,
     comment: str,
     new_props: dict[str, str],
+    cluster_by: Sequence[str] = (),
 ) -> MirrorShape:
     """A new mirror: its columns' Delta types, their source types (:data:`SOURCE_TYPES_PROPERTY`), its
     comment, and in a catalog its key columns NOT NULL and declared the primary key."""
@@ -221,6 +232,7 @@ def _create(
         **COLUMN_MAPPING,
         **DELETION_VECTORS,
         **new_props,
+        CLUSTER_PROPERTY: json.dumps(list(cluster_by)),
     }
     declared = declares_key(ident.ref, key)
     cols = [column_ddl(c, t, not_null=declared and c in key) for c, t in columns.items()]
@@ -228,7 +240,7 @@ def _create(
     if keyless:
         cols.append(f"{ROW_ID_COLUMN} STRING")
     spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {ident.ref.sql} ({', '.join(cols)}) USING DELTA "
+        f"CREATE TABLE IF NOT EXISTS {ident.ref.sql} ({', '.join(cols)}) USING DELTA {_clustering(cluster_by)}"
         f"COMMENT {lit(comment)} TBLPROPERTIES ({properties_sql(props)})"
     )
     if declared:
@@ -387,6 +399,13 @@ class SchemaEvolution:
         self._alter(f"ADD COLUMNS ({', '.join(column_ddl(c, t) for c, t in types.items())})")
         self.shape.columns.update(types)
         self.spark_types.update({c: spark_type(t).lower() for c, t in types.items()})
+
+    def cluster(self, columns: Sequence[str]) -> None:
+        """Cluster the mirror by ``columns`` (Delta liquid clustering; none: stop clustering), as configured.
+        Files written before keep their layout until ``OPTIMIZE`` clusters them."""
+        self._alter(f"CLUSTER BY ({', '.join(q(c) for c in columns)})" if columns else "CLUSTER BY NONE")
+        self._set_properties({CLUSTER_PROPERTY: json.dumps(list(columns))})
+        log.info("gold: %s clustered by %s", self.where, ", ".join(columns) or "nothing")
 
     def _drop(self, column: str, seq: str) -> None:
         self._column_mapping()

@@ -191,7 +191,7 @@ class MicroBatch(BatchPass):
             self.stream.cache.forget(plan.ident.ref)
         if plan.history is not None:
             changes = self.changes_of[plan.mirror].withColumn("k", F.expr(typed_key(plan.key, plan.shape)))
-            merge_history(ctx, changes, plan.key, plan.shape, plan.history)
+            merge_history(ctx, changes, plan.key, plan.shape, plan.history, tracked_columns(plan))
         writes = apply_keyed(
             ctx,
             folded,
@@ -271,6 +271,18 @@ class MicroBatch(BatchPass):
             append_once(results_frame(self.spark, rows), dq_results_ref(self.wh), marker, check=self.stream.careful)
         self.stats.results = len(rows)
         self.stats.failed = sum(1 for r in rows if r.get("success") is False)
+
+
+def tracked_columns(plan: TablePlan) -> list[str] | None:
+    """The columns whose changes open a new history version (``history: {columns}`` or ``{except_columns}``);
+    None: every column (``history: true``)."""
+    tc = plan.tc
+    if tc is None or (tc.history_columns is None and not tc.history_except_columns):
+        return None
+    data = [c for c in plan.shape.columns if c not in plan.key]
+    if tc.history_columns is not None:
+        return [c for c in data if c in tc.history_columns]
+    return [c for c in data if c not in tc.history_except_columns]
 
 
 def _release(frame: DataFrame) -> None:

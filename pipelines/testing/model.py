@@ -132,3 +132,49 @@ def _sort_key(key: tuple) -> tuple:
             except ValueError:
                 out.append((2, 0, str(v)))
     return tuple(out)
+
+
+def history_versions(
+    changes: Iterable[Change], key_cols: tuple[str, ...], tracked: Iterable[str] | None = None
+) -> list[tuple[tuple, Row, tuple, tuple | None]]:
+    """The SCD type 2 history of one keyed table's ``changes`` (one table, in source order): per key, its
+    versions as (key, row, valid from sequence, valid to sequence or None while current).
+
+    Changes of a key that share a sequence give one version, the row after the last of them. With
+    ``tracked`` columns a new version opens only when one of them changes or the key comes back after a
+    DELETE; a change of the other columns updates the current version in place (AUTO CDC's
+    ``track_history_column_list``)."""
+    rows: dict[tuple, Row] = {}
+    open_: dict[tuple, list] = {}  # key → [row, from, to] of its current version
+    versions: list[list] = []
+    ordered = sorted(enumerate(changes), key=lambda t: (t[1].seq, t[0]))
+    i = 0
+    while i < len(ordered):
+        seq = ordered[i][1].seq
+        group = []
+        while i < len(ordered) and ordered[i][1].seq == seq:
+            group.append(ordered[i][1])
+            i += 1
+        touched: dict[tuple, None] = {}
+        for ch in group:
+            before = dict(rows)
+            _apply_keyed(rows, key_cols, ch)
+            for k in set(before) | set(rows):
+                if before.get(k) != rows.get(k) or k == _key_of(ch.after, key_cols):
+                    touched[k] = None
+        for k in touched:
+            row, current = rows.get(k), open_.get(k)
+            if row is None:
+                if current is not None:
+                    current[2] = seq
+                    del open_[k]
+                continue
+            if current is not None and tracked is not None and all(row.get(c) == current[0].get(c) for c in tracked):
+                current[0] = dict(row)
+                continue
+            if current is not None:
+                current[2] = seq
+            version = [dict(row), seq, None, k]
+            versions.append(version)
+            open_[k] = version
+    return [(v[3], v[0], v[1], v[2]) for v in versions]
