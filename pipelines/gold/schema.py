@@ -66,8 +66,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SINCE_PROPERTY = "lakecdc.column_since"
-CLUSTER_PROPERTY = "lakecdc.cluster_by"  # the clustering columns configured when gold last set them (JSON)  # column → lowest sequence of an incremental change carrying it
+SINCE_PROPERTY = "lakecdc.column_since"  # column → lowest sequence of an incremental change carrying it
+CLUSTER_PROPERTY = "lakecdc.cluster_by"  # the clustering columns configured when gold last set them (JSON)
 DROPPED_PROPERTY = "lakecdc.dropped_columns"  # column → sequence of the first image without it
 RENAMED_PROPERTY = "lakecdc.renamed_columns"  # old name → new name
 
