@@ -56,10 +56,11 @@ from pipelines.formats.base import (
     split_table,
 )
 from pipelines.values import (
-    INT64_MAX,
-    INT64_MIN,
+    EPOCH_RE,
+    JSON_NUMBER_RE,
     canon_base64,
     canon_instant,
+    canon_int_of_type,
     canonical,
     family,
     instant_from_epoch,
@@ -110,22 +111,6 @@ _JDBC_BY_FAMILY = {
     "timestamp": 93,
     "time": 92,
 }
-
-#: Signed bit width of MySQL integer types (values up to the unsigned range are accepted:
-#: OMS drops UNSIGNED from mysqlType).
-_INT_BITS = {
-    "tinyint": 8,
-    "smallint": 16,
-    "mediumint": 24,
-    "int": 32,
-    "integer": 32,
-    "bigint": 64,
-    "int64": 64,
-    "long": 64,
-}
-
-_EPOCH_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
-_JSON_NUMBER_RE = re.compile(r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$")
 
 ROW_TYPES = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE"}
 DDL_TYPES = frozenset({"CREATE", "ALTER", "ERASE", "DROP", "RENAME", "CINDEX", "DINDEX", "QUERY", "DDL"})
@@ -228,26 +213,15 @@ class RowCodec:
             wall, frac, _zone = parse_datetime_text(text)  # an OMS zone id annotates the wall clock
             return canonical("datetime", wall.strftime("%Y-%m-%d %H:%M:%S") + (f".{frac}" if frac else ""))
         if fam == "timestamp":
-            if _EPOCH_RE.match(text.strip()):
+            if EPOCH_RE.fullmatch(text.strip()):
                 return instant_from_epoch(text, "s")
             return canon_instant(text, self.source_zone(ctx))
         return canonical(fam, text)
 
     def _canon_int(self, col: str, source_type: str, text: str, overrides: dict[str, str]) -> str:
-        out = canonical("int", text)
-        base, _args, unsigned = parse_type(source_type)
-        bits = _INT_BITS.get(base)
-        if bits is None:
-            return out
-        n = int(out)
-        if bits == 64 and not unsigned and INT64_MAX < n < 2**64:
-            overrides[col] = "bigint unsigned"  # OMS drops UNSIGNED: the value proves it
-            return out
-        low = 0 if unsigned else -(2 ** (bits - 1))
-        if not low <= n < 2**bits:
-            raise Reject(f"out of range for {source_type.upper()}: {out}")
-        if bits == 64 and n < INT64_MIN:
-            raise Reject(f"out of range for {source_type.upper()}: {out}")
+        out, proved = canon_int_of_type(text, source_type)
+        if proved:
+            overrides[col] = proved  # OMS drops UNSIGNED: the value proves it
         return out
 
     # -- encoding
@@ -270,7 +244,7 @@ class RowCodec:
             return self.encode_timestamp(value, ctx)
         if fam == "datetime":
             return value.replace("T", " ", 1)
-        if numbers and fam in ("int", "uint64", "decimal", "float") and _JSON_NUMBER_RE.match(value):
+        if numbers and fam in ("int", "uint64", "decimal", "float") and JSON_NUMBER_RE.fullmatch(value):
             return Num(value)
         return value
 

@@ -425,6 +425,23 @@ def image_value(item: Any) -> tuple[Any, str | None]:
     raise Reject(f"unknown image value kind {kind}")
 
 
+def _integer_type(col: str, value: str, col_type: str, configured: dict[str, str], part: str) -> str:
+    """The type of an Integer value's column, the value in its range (a BIGINT value above 2^63 - 1
+    proves an unconfigured column BIGINT UNSIGNED: OMS drops UNSIGNED)."""
+    fam = V.family(col_type)
+    try:
+        if fam == "int":
+            _text, proved = V.canon_int_of_type(value, col_type)
+            if proved and configured.get(col):
+                raise Reject(f"out of range for the configured {col_type.upper()[:60]}: {value}")
+            return proved or col_type
+        if fam == "uint64":
+            V.canon_uint64(value)
+    except Reject as exc:
+        raise Reject(f"column '{col}' in {part}: {exc}") from None
+    return col_type
+
+
 def _decimal_type(body: dict[str, Any]) -> str:
     p, s = body.get("precision"), body.get("scale")
     return f"decimal({p},{s})" if p and p > 0 and s is not None and s >= 0 else "decimal"
@@ -530,8 +547,8 @@ class DtsRecordDecoder(Decoder):
             )
             if col_type in ("decimal",) and kind_type and kind_type.startswith("decimal("):
                 col_type = kind_type
-            if col_type == "bigint" and value is not None and not configured.get(col) and int(value) > V.INT64_MAX:
-                col_type = "bigint unsigned"
+            if kind_type == "bigint" and value is not None:  # an Integer record: the range of its column's type
+                col_type = _integer_type(col, value, col_type, configured, part)
             if col_type:
                 types[col] = col_type
         return out

@@ -35,7 +35,6 @@ Decisions (each pinned by a test in tests/unit/test_fmt_dataworks_kafka.py):
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -52,7 +51,6 @@ from pipelines.formats.base import (
 )
 
 ROW_ID = "#alibaba_rds_row_id#"
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _ROW_OPS = {
     "INSERT": "INSERT",
     "UPDATE_BEFOR": "DELETE",
@@ -94,10 +92,7 @@ def _convert(column: str, value: Any, col_type: str | None) -> str | None:
         if col_type == "long":
             if isinstance(value, bool):
                 raise Reject("LONG expected, got a boolean")
-            text = values.canon_int(value)
-            if not values.INT64_MIN <= int(text) <= values.INT64_MAX:
-                raise Reject(f"LONG out of the signed 64-bit range: {text[:40]}")
-            return text
+            return values.canon_int64(value)
         if col_type == "boolean":
             return values.canon_bool(value)
         if col_type is None or col_type == "string":
@@ -299,7 +294,7 @@ def _encode_value(value: str | None, col_type: str | None) -> Any:
         return Num(value)
     if col_type == "double":
         # NaN / Infinity cannot be JSON numbers: written as strings, read back the same
-        return Num(value) if _JSON_NUMBER.fullmatch(value) else value
+        return Num(value) if values.JSON_NUMBER_RE.fullmatch(value) else value
     if col_type == "boolean":
         return value == "true"
     if col_type == "timestamp":

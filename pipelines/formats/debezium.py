@@ -96,7 +96,7 @@ SOURCE_FIELDS = frozenset(
     "redo_thread user_name collection h tord stxnid".split()
 )
 _BINARY_MODES = {"bytes": "base64", "base64": "base64", "base64-url-safe": "base64-url-safe", "hex": "base16"}
-_GTID_TAIL = re.compile(r"[:-](\d+)$")
+_GTID_TAIL = re.compile(r"[:-](\d+)$", re.ASCII)
 
 
 class DebeziumDecoder(DebeziumEnvelopeDecoder):

@@ -45,7 +45,7 @@ from pipelines.formats.base import (
 from pipelines.formats.dataworks_kafka import _epoch_ms, _is_text
 
 _OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "INIT": "SNAPSHOT", "DDL": "DDL", "INIT_DDL": "DDL"}
-_SHORT_OFFSET = re.compile(r"([+-]\d{2})(?::?(\d{2}))?(?::?\d{2})?$")
+_SHORT_OFFSET = re.compile(r"([+-]\d{2})(?::?(\d{2}))?(?::?\d{2})?$", re.ASCII)
 #: PostgreSQL types that values.family would misread: kept as text.
 _TEXT_TYPES = {"money", "bit", "bit varying", "varbit", "interval"}
 
@@ -54,7 +54,7 @@ def _family(col_type: str | None) -> str:
     if not col_type:
         return "string"
     # "timestamp(6) without time zone": values.parse_type reads args only at the end
-    col_type = re.sub(r"^(\w+)\s*\((\d+)\)\s+(with(?:out)? time zone)$", r"\1 \3(\2)", col_type.strip())
+    col_type = re.sub(r"^(\w+)\s*\((\d+)\)\s+(with(?:out)? time zone)$", r"\1 \3(\2)", col_type.strip(), flags=re.ASCII)
     base = values.parse_type(col_type)[0]
     if base in _TEXT_TYPES or "[]" in col_type or col_type.startswith("_"):
         return "string"

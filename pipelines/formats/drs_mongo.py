@@ -59,7 +59,7 @@ from pipelines.formats.base import (
 from pipelines.formats.dataworks_kafka import _epoch_ms
 
 KEY = ("_id",)
-_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_NUMBER = values.JSON_NUMBER_RE
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 _WS = re.compile(r"\s*")
 _HEX24 = re.compile(r"[0-9a-fA-F]{24}")

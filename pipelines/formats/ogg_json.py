@@ -62,7 +62,7 @@ _OPS = {
 #: RBA digits of ``pos``; the digits before them are the trail file sequence number.
 RBA_DIGITS = 10
 #: GoldenGate's own date-time form: a colon between date and time (``1994-09-30:15:33:00``).
-_GG_DATETIME = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{2}:\d{2})")
+_GG_DATETIME = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{2}:\d{2})", re.ASCII)
 _TIME_FAMILIES = ("date", "datetime", "timestamp")
 
 

@@ -35,16 +35,22 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pipelines.errors import Reject
 from pipelines.values.binary import base64_from_byte_list, base64_from_bytes, base64_from_hex, canon_base64
 from pipelines.values.numbers import (
+    EPOCH_RE,
     INT64_MAX,
     INT64_MIN,
+    JSON_NUMBER_RE,
+    MAX_EXPONENT,
     MAX_NUMBER_CHARS,
+    NUMBER_RE,
     canon_bool,
     canon_decimal,
     canon_float,
     canon_int,
+    canon_int64,
+    canon_int_of_type,
+    canon_uint64,
 )
 from pipelines.values.times import (
     EPOCH_DATE,
@@ -64,10 +70,14 @@ from pipelines.values.types import MAX_TYPE_CHARS, TEXT_TYPES, family, is_known_
 
 __all__ = [
     "EPOCH_DATE",
+    "EPOCH_RE",
     "INT64_MAX",
     "INT64_MIN",
+    "JSON_NUMBER_RE",
+    "MAX_EXPONENT",
     "MAX_NUMBER_CHARS",
     "MAX_TYPE_CHARS",
+    "NUMBER_RE",
     "TEXT_TYPES",
     "base64_from_byte_list",
     "base64_from_bytes",
@@ -79,8 +89,11 @@ __all__ = [
     "canon_float",
     "canon_instant",
     "canon_int",
+    "canon_int64",
+    "canon_int_of_type",
     "canon_local_datetime",
     "canon_time",
+    "canon_uint64",
     "canonical",
     "date_from_epoch_days",
     "date_from_epoch_millis",
@@ -106,12 +119,9 @@ def canonical(fam: str, value: object) -> str | None:
     if value is None:
         return None
     if fam == "int":
-        return canon_int(value)
+        return canon_int64(value)
     if fam == "uint64":
-        text = canon_int(value)
-        if not 0 <= int(text) < 2**64:
-            raise Reject(f"out of range for BIGINT UNSIGNED: {text}")
-        return text
+        return canon_uint64(value)
     if fam == "decimal":
         return canon_decimal(value)
     if fam == "float":

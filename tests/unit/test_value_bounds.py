@@ -1,0 +1,128 @@
+"""Issue 26: no message can stall a batch, bloat memory or change a value.
+
+One test (or a few) per class of defect the fuzzing campaign found, each through silver's two paths:
+``decode_message`` and the ``mapInArrow`` batch function (``_carriers.decoded`` / ``_carriers.silver``).
+Each of them failed on the code before the fix (the commit that fixes the class says how it was checked).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pipelines.formats import DecodeContext, Reject
+from tests.unit._carriers import CANAL_FORMATS, after_of, carry, decoded, silver
+
+#: A hang detector, not a benchmark: every message here decodes in milliseconds once fixed.
+WATCHDOG_SECONDS = 2.0
+
+
+def quarantined(fmt: str, raw: bytes, ctx: DecodeContext, match: str) -> str:
+    """Assert both silver paths quarantine the message quickly with a reason containing ``match``."""
+    start = time.perf_counter()
+    result = decoded(fmt, raw, ctx)
+    took = time.perf_counter() - start
+    assert isinstance(result, Reject), f"{fmt}: accepted {[(c.op, c.after) for c in result]!r:.300}"
+    assert match in str(result), f"{fmt}: {result}"
+    assert took < WATCHDOG_SECONDS, f"{fmt}: {took:.2f}s"
+    [row] = silver([(fmt, raw)], ctx)
+    assert row["kind"] == "quarantine" and match in row["reason"], row["reason"]
+    return str(result)
+
+
+def accepted(fmt: str, raw: bytes, ctx: DecodeContext, column: str = "v") -> str | None:
+    """The value of ``column`` in the after-image, the same through both silver paths."""
+    result = decoded(fmt, raw, ctx)
+    assert not isinstance(result, Reject), f"{fmt}: {result}"
+    [row] = silver([(fmt, raw)], ctx)
+    assert row["kind"] == "change", row.get("reason")
+    assert after_of(row)[column] == result[0].after[column]
+    return result[0].after[column]
+
+
+# ---------------------------------------------------------------- 1, 8. numbers: ASCII digits, magnitude first
+
+NUMBER_FORMATS = (*CANAL_FORMATS, "drs_gaussdb", "debezium", "oms_debezium", "dts_avro", "oms_avro", "drs_mongo")
+FULLWIDTH = "".maketrans("0123456789", "０１２３４５６７８９")
+NOT_ASCII_NUMBERS = [
+    "1E" + "10000".translate(FULLWIDTH),  # the campaign's exponent, shortened (10^10000)
+    "١٢",  # Arabic-Indic digits
+    "𝟏𝟐",  # mathematical bold digits
+    "1_0",  # Python's digit grouping
+    "1e1_0",
+    "12".translate(FULLWIDTH),
+]
+
+
+@pytest.mark.parametrize("text", NOT_ASCII_NUMBERS, ids=ascii)
+@pytest.mark.parametrize("column_type", ["bigint", "decimal(65,30)"])
+@pytest.mark.parametrize("fmt", NUMBER_FORMATS)
+def test_numeric_text_is_ascii_digits_only(fmt, column_type, text):
+    kind = "Decimal" if column_type.startswith("decimal") else "Integer"
+    raw, ctx = carry(fmt, column_type, text, avro_kind=kind)
+    quarantined(fmt, raw, ctx, "ASCII")
+
+
+@pytest.mark.parametrize("column_type", ["bigint", "decimal(65,30)", "double"])
+def test_a_huge_exponent_in_other_digits_costs_nothing(column_type):
+    """The campaign's message: 27 s then a Reject for a BIGINT, a 100 MB value for a DECIMAL."""
+    text = "1E" + "1000000".translate(FULLWIDTH)
+    raw, ctx = carry("dts_canal", column_type, text)
+    quarantined("dts_canal", raw, ctx, "ASCII")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("1e400", None),
+        ("-1e400", None),
+        ("1e-400", None),
+        ("1e308", "1e308"),
+        ("-0.5", "-0.5"),
+        ("4.9e-324", "4.9e-324"),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["dts_canal", "drs_gaussdb", "oms_debezium", "oms_default"])
+def test_double_text_is_finite(fmt, text, expected):
+    raw, ctx = carry(fmt, "double", text)
+    if expected is None:
+        quarantined(fmt, raw, ctx, "DOUBLE")
+    else:
+        assert accepted(fmt, raw, ctx) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected", [("NaN", "NaN"), ("nan", "NaN"), ("Infinity", "Infinity"), ("-inf", "-Infinity")]
+)
+def test_nan_and_infinity_are_spelled_one_way(text, expected):
+    raw, ctx = carry("dts_canal", "double", text)
+    assert accepted("dts_canal", raw, ctx) == expected
+
+
+@pytest.mark.parametrize("fmt", ["drs_gaussdb", "debezium", "oms_debezium", "oms_default", "oms_dataworks", "dts_avro"])
+@pytest.mark.parametrize("text", ["9" * 60, "-9223372036854775809", "1E30"])
+def test_bigint_range_is_checked_by_every_decoder(fmt, text):
+    raw, ctx = carry(fmt, "bigint", text)
+    quarantined(fmt, raw, ctx, "out of range")
+
+
+def test_bigint_range_in_smt_and_json_numbers():
+    import json
+
+    from tests.unit._carriers import context
+
+    raw = json.dumps({"id": 1, "v": 10**59, "__deleted": "false"}).encode()
+    quarantined("oms_debezium_smt", raw, context({"id": "bigint", "v": "bigint"}), "out of range")
+    debezium = b'{"op":"c","after":{"id":1,"v":%d},"source":{"connector":"mysql","db":"d","table":"t"}}' % 10**59
+    quarantined("debezium", debezium, context({"id": "bigint", "v": "bigint"}), "out of range")
+
+
+@pytest.mark.parametrize("fmt", ["dts_avro", "dts_canal"])
+def test_bigint_unsigned_promotion_still_holds(fmt):
+    """OMS drops UNSIGNED from a BIGINT's type: a value that proves it is kept (seed 000/001 col13)."""
+    raw, ctx = carry(fmt, "bigint", "10223372036854775806")
+    assert accepted(fmt, raw, ctx) == "10223372036854775806"
+    assert decoded(fmt, raw, ctx)[0].col_types["v"] == "bigint unsigned"
+    raw, ctx = carry(fmt, "bigint", str(2**64))
+    quarantined(fmt, raw, ctx, "out of range")
