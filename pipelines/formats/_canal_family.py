@@ -38,7 +38,6 @@ import binascii
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from decimal import Decimal
 from typing import Any, ClassVar
 
 from pipelines.errors import InvalidValue
@@ -62,11 +61,13 @@ from pipelines.values import (
     canon_instant,
     canon_int_of_type,
     canonical,
+    epoch_seconds_text,
     family,
     instant_from_epoch,
     parse_datetime_text,
     parse_type,
     time_zone,
+    wall_text,
 )
 
 #: java.sql.Types → the nearest MySQL type name (used only where mysqlType is silent).
@@ -211,7 +212,7 @@ class RowCodec:
             return self._canon_int(col, source_type, text, overrides)
         if fam == "datetime":
             wall, frac, _zone = parse_datetime_text(text)  # an OMS zone id annotates the wall clock
-            return canonical("datetime", wall.strftime("%Y-%m-%d %H:%M:%S") + (f".{frac}" if frac else ""))
+            return canonical("datetime", wall_text(wall, " ") + (f".{frac}" if frac else ""))
         if fam == "timestamp":
             if EPOCH_RE.fullmatch(text.strip()):
                 return instant_from_epoch(text, "s")
@@ -247,16 +248,6 @@ class RowCodec:
         if numbers and fam in ("int", "uint64", "decimal", "float") and JSON_NUMBER_RE.fullmatch(value):
             return Num(value)
         return value
-
-
-def epoch_seconds_text(instant: str) -> str:
-    """``2020-11-24T16:01:02.012345Z`` → ``1606233662.012345`` (exact, no float)."""
-    wall, frac, _zone = parse_datetime_text(instant.rstrip("Z"))
-    delta = wall - datetime(1970, 1, 1)
-    secs = delta.days * 86400 + delta.seconds
-    if not frac:
-        return str(secs)
-    return format(Decimal(secs) + Decimal("0." + frac), "f")
 
 
 def base64_from_latin1(value: Any) -> str:
@@ -335,7 +326,7 @@ def wall_text_in_zone(instant: str, zone: str) -> str:
     """Canonical UTC instant → ``YYYY-MM-DD HH:MM:SS[.f]`` wall clock in ``zone`` (DRS JSON-C)."""
     wall, frac, _z = parse_datetime_text(instant.rstrip("Z"))
     local = (wall.replace(tzinfo=time_zone("UTC")).astimezone(time_zone(zone))).replace(tzinfo=None)
-    return local.strftime("%Y-%m-%d %H:%M:%S") + (f".{frac}" if frac else "")
+    return wall_text(local, " ") + (f".{frac}" if frac else "")
 
 
 def epoch_ms(instant: str) -> int:

@@ -220,7 +220,7 @@ def to_canonical(value: Any, reported: str | None, unit: str, dialect: Dialect =
         return V.date_from_epoch_days(value)
     if fam == "time" and is_number:
         if unit == "ns":
-            return _time_from_nanos(value)
+            return V.time_from_nanos(value)
         return V.time_from_micros(int(V.canon_int(value)) * (1000 if unit == "ms" else 1))
     if fam == "datetime" and is_number:
         if unit == "ns":
@@ -281,12 +281,6 @@ def _iso_duration(micros: int) -> str:
     return f"{sign}PT{secs}" + (f".{frac:06d}".rstrip("0") if frac else "") + "S"
 
 
-def _time_from_nanos(value: Any) -> str:
-    nanos = int(V.canon_int(value))
-    secs, frac = divmod(nanos, 10**9)
-    return V.time_from_micros(secs * 10**6) + (f".{frac:09d}".rstrip("0") if frac else "")
-
-
 def canonical_image(
     image: Any, name: str, declared: dict, configured: dict[str, str], dialect: Dialect = OMS_DIALECT
 ) -> tuple[dict | None, dict[str, str]]:
@@ -328,11 +322,10 @@ def from_canonical(value: str | None, col_type: str | None) -> Any:
     if fam == "date":
         return Num(str((V.parse_datetime_text(value)[0].date() - V.EPOCH_DATE).days))
     if fam == "time":
-        h, m, rest = value.split(":")
-        secs, _, frac = rest.partition(".")
-        if len(frac) > 6 or int(h) >= 24:
-            return value
-        return Num(str((int(h) * 3600 + int(m) * 60 + int(secs)) * 10**6 + int((frac or "0").ljust(6, "0"))))
+        nanos = V.time_nanos(value)  # signed: a negative MySQL TIME is a negative count
+        if nanos % 1000 or abs(nanos) >= 24 * 3600 * 10**9:
+            return value  # finer than µs, or beyond a day: the text, which the decoder reads as well
+        return Num(str(nanos // 1000))
     if fam == "datetime":
         dt, frac, _ = V.parse_datetime_text(value)
         if len(frac) > 3:
@@ -554,9 +547,7 @@ def schema_for(change: Change) -> dict[str, Any]:
 
 def _epoch_ms(instant: str) -> str:
     """A canonical instant → whole epoch milliseconds (Debezium's ts_ms unit)."""
-    dt, frac, _ = V.parse_datetime_text(instant)
-    delta = dt - V.datetime(1970, 1, 1)
-    return str((delta.days * 86400 + delta.seconds) * 1000 + int((frac or "0").ljust(3, "0")[:3]))
+    return str(V.epoch_nanos(instant) // 10**6)
 
 
 def _ordering(source: dict[str, Any]) -> tuple[int, ...]:

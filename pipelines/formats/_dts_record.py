@@ -619,30 +619,36 @@ def _avro_value(value: str | None, col_type: str | None) -> Any:
         if base == "binary":
             return (NS + "Character", {"charset": "binary", "value": base64.b64decode(value)})
         return (NS + "BinaryObject", {"type": base.upper(), "value": base64.b64decode(value)})
-    if fam in ("date", "time", "datetime"):
-        dt, frac, _ = V.parse_datetime_text(value if fam != "time" else "1970-01-01 " + value)
-        micros = int((frac or "0").ljust(6, "0")[:6])
-        parts = {
-            "year": dt.year,
-            "month": dt.month,
-            "day": dt.day,
-            "hour": dt.hour,
-            "minute": dt.minute,
-            "second": dt.second,
-            "millis": micros,
-        }
-        if fam == "date":
-            parts.update(hour=None, minute=None, second=None, millis=None)
-        if fam == "time":
-            parts.update(year=None, month=None, day=None)
-        return (NS + "DateTime", parts)
-    if fam == "timestamp":
+    if fam == "time":
+        nanos = V.time_nanos(value)
+        if nanos % 1000:
+            raise ValueError(f"DTS Avro carries microseconds at most: TIME {value}")
+        secs, micros = divmod(abs(nanos) // 1000, 10**6)
+        sign = -1 if nanos < 0 else 1  # any negative part makes the TIME negative (the SDK's reading)
+        parts = {"hour": secs // 3600, "minute": secs // 60 % 60, "second": secs % 60, "millis": micros}
+        parts = {k: sign * v for k, v in parts.items()}
+        return (NS + "DateTime", {"year": None, "month": None, "day": None, **parts})
+    if fam in ("date", "datetime"):
         dt, frac, _ = V.parse_datetime_text(value)
-        secs = int((dt - V.datetime(1970, 1, 1)).total_seconds())
-        return (NS + "Timestamp", {"timestamp": secs, "millis": int((frac or "0").ljust(6, "0")[:6])})
+        parts = {"year": dt.year, "month": dt.month, "day": dt.day}
+        if fam == "datetime":
+            parts.update(hour=dt.hour, minute=dt.minute, second=dt.second, millis=_micros(frac, value))
+        return (NS + "DateTime", {"hour": None, "minute": None, "second": None, "millis": None, **parts})
+    if fam == "timestamp":
+        nanos = V.epoch_nanos(value)
+        secs, micros = divmod(nanos // 1000, 10**6)
+        _micros(f"{nanos % 10**9:09d}", value)
+        return (NS + "Timestamp", {"timestamp": secs, "millis": micros})
     if fam == "json":
         return (NS + "TextObject", {"type": "JSON", "value": value})
     return (NS + "Character", {"charset": "utf8mb4", "value": value.encode("utf-8")})
+
+
+def _micros(frac: str, value: str) -> int:
+    """A fraction of a second as the microseconds DTS carries, or ValueError: an encoder never truncates."""
+    if frac[6:].strip("0"):
+        raise ValueError(f"DTS Avro carries microseconds at most: {value}")
+    return int((frac or "0").ljust(6, "0")[:6])
 
 
 def to_record(change: Change) -> dict[str, Any]:

@@ -34,9 +34,11 @@ from pipelines.values import (
     canon_date,
     canon_instant,
     canonical,
+    epoch_seconds_text,
     family,
     instant_from_epoch,
     parse_datetime_text,
+    wall_text,
 )
 
 
@@ -114,7 +116,7 @@ def wall_clock(text: str) -> str:
     """``YYYY-MM-DD HH:mm:ss[.f] [zoneId]`` → ``YYYY-MM-DDTHH:MM:SS[.f]`` (zone dropped, see module doc)."""
     dt, frac, _zone = parse_datetime_text(text)
     frac = frac.rstrip("0")
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + (f".{frac}" if frac else "")
+    return wall_text(dt) + (f".{frac}" if frac else "")
 
 
 def _instant_from_epoch_text(text: str) -> str:
@@ -149,18 +151,6 @@ def to_vendor(source_type: str | None, canon: str | None) -> Any:
     if fam == "datetime":
         return canon.replace("T", " ", 1)
     return canon
-
-
-def epoch_seconds_text(instant: str) -> str:
-    """``YYYY-MM-DDTHH:MM:SS[.f]Z`` → OMS TIMESTAMP ``sec[.fraction]``."""
-    from datetime import datetime
-
-    body = instant[:-1] if instant.endswith("Z") else instant
-    main, _, frac = body.partition(".")
-    delta = datetime.strptime(main, "%Y-%m-%dT%H:%M:%S") - datetime(1970, 1, 1)
-    secs = delta.days * 86400 + delta.seconds
-    nanos = secs * 10**9 + int((frac or "0").ljust(9, "0"))
-    return format(Decimal(nanos).scaleb(-9).normalize(), "f") if nanos % 10**9 else str(secs)
 
 
 def text_field(meta: dict, name: str) -> str | None:

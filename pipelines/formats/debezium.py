@@ -70,6 +70,7 @@ from pipelines.formats._debezium_family import (
     OPS,
     DebeziumEnvelopeDecoder,
     Dialect,
+    _epoch_ms,
     canonical_image,
     schema_types,
 )
@@ -611,15 +612,4 @@ def _vsd(text: str) -> dict[str, Any]:
 
 def _nanos(text: str, fam: str) -> int:
     """Canonical time / datetime → nanoseconds since midnight / the epoch (signed)."""
-    if fam == "time":
-        sign = -1 if text.startswith("-") else 1
-        h, m, rest = text.lstrip("-").split(":")
-        secs, _, frac = rest.partition(".")
-        return sign * ((int(h) * 3600 + int(m) * 60 + int(secs)) * 10**9 + int(frac.ljust(9, "0") or 0))
-    dt, frac, _ = V.parse_datetime_text(text)
-    delta = dt - V.datetime(1970, 1, 1)
-    return (delta.days * 86400 + delta.seconds) * 10**9 + int(frac.ljust(9, "0") or 0)
-
-
-def _epoch_ms(instant: str) -> str:
-    return str(_nanos(instant.rstrip("Z"), "datetime") // 10**6)
+    return V.time_nanos(text) if fam == "time" else V.epoch_nanos(text)

@@ -60,11 +60,16 @@ from pipelines.values.times import (
     canon_time,
     date_from_epoch_days,
     date_from_epoch_millis,
+    epoch_nanos,
+    epoch_seconds_text,
     instant_from_epoch,
     local_datetime_from_epoch,
     parse_datetime_text,
     time_from_micros,
+    time_from_nanos,
+    time_nanos,
     time_zone,
+    wall_text,
 )
 from pipelines.values.types import MAX_TYPE_CHARS, TEXT_TYPES, family, is_known_type, parse_type, spark_type
 
@@ -97,6 +102,8 @@ __all__ = [
     "canonical",
     "date_from_epoch_days",
     "date_from_epoch_millis",
+    "epoch_nanos",
+    "epoch_seconds_text",
     "datetime",  # the formats write V.datetime(1970, 1, 1)
     "family",
     "instant_from_epoch",
@@ -106,7 +113,10 @@ __all__ = [
     "parse_type",
     "spark_type",
     "time_from_micros",
+    "time_from_nanos",
+    "time_nanos",
     "time_zone",
+    "wall_text",
 ]
 
 

@@ -126,3 +126,101 @@ def test_bigint_unsigned_promotion_still_holds(fmt):
     assert decoded(fmt, raw, ctx)[0].col_types["v"] == "bigint unsigned"
     raw, ctx = carry(fmt, "bigint", str(2**64))
     quarantined(fmt, raw, ctx, "out of range")
+
+
+# ---------------------------------------------------------------- 4. times keep their sign
+
+NANO_TIME = {"type": "int64", "name": "io.debezium.time.NanoTime"}
+MICRO_TIME = {"type": "int64", "name": "io.debezium.time.MicroTime"}
+
+
+@pytest.mark.parametrize(
+    "field, number, expected",
+    [
+        (NANO_TIME, -1000, "-00:00:00.000001"),
+        (NANO_TIME, -1, "-00:00:00.000000001"),
+        (NANO_TIME, -3_600_000_000_001, "-01:00:00.000000001"),
+        (NANO_TIME, 3_600_000_000_001, "01:00:00.000000001"),
+        (MICRO_TIME, -1, "-00:00:00.000001"),
+        (MICRO_TIME, -3_020_399_000_000, "-838:59:59"),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["debezium", "oms_debezium"])
+def test_negative_debezium_times_keep_their_sign(fmt, field, number, expected):
+    from tests.unit._carriers import context, debezium
+
+    raw = debezium({"id": {"type": "int64"}, "v": field}, {"id": 1, "v": number}, oms=fmt == "oms_debezium")
+    assert accepted(fmt, raw, context()) == expected
+
+
+# ---------------------------------------------------------------- 5. years are four digits, 1 to 9999
+
+
+@pytest.mark.parametrize("fmt", [*CANAL_FORMATS, "drs_gaussdb", "oms_default", "oms_shareplex", "debezium"])
+@pytest.mark.parametrize(
+    "column_type, text, expected",
+    [
+        ("timestamp", "0999-12-31 23:59:59", "0999-12-31T23:59:59Z"),
+        ("datetime", "0999-12-31 23:59:59", "0999-12-31T23:59:59"),
+        ("datetime", "0001-01-01 00:00:00.5", "0001-01-01T00:00:00.5"),
+        ("date", "0099-01-31", "0099-01-31"),
+        ("timestamp", "9999-12-31 23:59:59.999999", "9999-12-31T23:59:59.999999Z"),
+    ],
+)
+def test_years_before_1000_keep_four_digits(fmt, column_type, text, expected):
+    if fmt == "oms_shareplex":
+        from tests.unit._carriers import context
+
+        raw = b'{"data":{"id":"1","v":"%s"},"meta":{"op":"ins","table":"d.t","scn":"7","seq":1}}' % text.encode()
+        ctx = context({"id": "bigint", "v": column_type})
+    else:
+        raw, ctx = carry(fmt, column_type, text)
+    if fmt == "debezium" and column_type == "timestamp":
+        text = text.replace(" ", "T") + "Z"  # ZonedTimestamp text
+    assert accepted(fmt, raw, ctx) == expected
+
+
+def _epoch(text: str) -> int:
+    from datetime import datetime
+
+    delta = datetime.fromisoformat(text) - datetime(1970, 1, 1)
+    return delta.days * 86400 + delta.seconds
+
+
+@pytest.mark.parametrize(
+    "fmt, build, expected",
+    [
+        ("oms_default", "oms_epoch", "0999-12-31T23:59:59Z"),
+        ("dts_avro", "avro_datetime", "0999-12-31T23:59:59.5"),
+        ("oms_avro", "avro_timestamp", "0999-12-31T23:59:59Z"),
+        ("debezium", "micro_timestamp", "0999-12-31T23:59:59.000001"),
+        ("drs_mongo", "iso_date", "0999-12-31T23:59:59.001Z"),
+        ("dataworks_kafka", "dataworks_date", "0999-12-31T23:59:59Z"),
+    ],
+)
+def test_years_before_1000_from_epoch_numbers_and_parts(fmt, build, expected):
+    import json
+
+    from pipelines.formats._dts_record import NS
+    from tests.unit._carriers import avro, context, debezium, integer, mongo, vendor_text
+
+    secs = _epoch("0999-12-31T23:59:59")
+    ctx = context({"id": "bigint", "v": "timestamp"})
+    if build == "oms_epoch":
+        raw = vendor_text(fmt, {"id": 1, "v": str(secs)})
+    elif build == "avro_datetime":
+        parts = dict(year=999, month=12, day=31, hour=23, minute=59, second=59, millis=500_000)
+        raw, ctx = avro([("id", integer("1")), ("v", (NS + "DateTime", parts))]), context()
+    elif build == "avro_timestamp":
+        raw, ctx = avro([("id", integer("1")), ("v", (NS + "Timestamp", {"timestamp": secs, "millis": 0}))]), context()
+    elif build == "micro_timestamp":
+        field = {"type": "int64", "name": "io.debezium.time.MicroTimestamp"}
+        raw = debezium({"id": {"type": "int64"}, "v": field}, {"id": 1, "v": secs * 10**6 + 1})
+    elif build == "iso_date":
+        raw, ctx = mongo(f'{{"_id": 1, "v": ISODate({secs * 1000 + 1})}}'), context()
+    else:
+        schema = {"dataColumn": [{"name": "id", "type": "LONG"}, {"name": "v", "type": "DATE"}], "primaryKey": ["id"]}
+        schema["source"] = {"dbType": "MySQL", "dbName": "d", "tableName": "t"}
+        payload = {"op": "INSERT", "sequenceId": "7", "after": {"dataColumn": {"id": 1, "v": secs * 1000}}}
+        raw = json.dumps({"schema": schema, "payload": payload}).encode()
+    assert accepted(fmt, raw, ctx) == expected
