@@ -48,7 +48,7 @@ _SMALL_INT_TYPES = {
     "smallserial",
     "year",
 }
-_DECIMAL_TYPES = {"decimal", "numeric", "number", "dec", "bigdecimal", "money"}
+_DECIMAL_TYPES = {"decimal", "numeric", "number", "dec", "bigdecimal", "money", "smallmoney", "decimal128"}
 _FLOAT_TYPES = {
     "float",
     "double",
@@ -76,10 +76,12 @@ _BYTES_TYPES = {
     "image",
     "bfile",
     "bit",
+    "rowversion",  # SQL Server: binary(8)
+    "bindata",  # MongoDB BSON binData
 }  # OMS writes BIT as Base64 (seeds 000, 001)
 _DATETIME_TYPES = {"datetime", "timestamp without time zone", "smalldatetime", "datetime2"}
 _TIMESTAMP_TYPES = {"timestamp", "timestamptz", "timestamp with time zone", "timestamp with local time zone", "instant"}
-_JSON_TYPES = {"json", "jsonb"}
+_JSON_TYPES = {"json", "jsonb", "object", "array"}  # MongoDB BSON object / array: their extended JSON text
 #: Type names whose values are kept as text (family ``string``) on purpose; any other name that
 #: :func:`family` reads as text is unknown to lakecdc (configuration refuses it: ``bignt``).
 TEXT_TYPES = frozenset(
@@ -156,13 +158,24 @@ TEXT_TYPES = frozenset(
         "sql_variant",
         "hierarchyid",
         "datetimeoffset",
+        "geography",
+        # MongoDB BSON (kept as the text DRS and Debezium write)
+        "objectid",
+        "regex",
+        "javascript",
+        "javascriptwithscope",
+        "symbol",
+        "dbpointer",
+        "minkey",
+        "maxkey",
     }
 )
 
 #: Names this long or shorter are memoised; a longer one is parsed again (no cache holds hostile text).
 _CACHED_TYPE_CHARS = 128
 _TYPE_MODIFIERS = frozenset({"unsigned", "signed", "zerofill"})
-_BASE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_ ")
+_BASE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_ 0123456789")
+_DIGITS = frozenset("0123456789")
 
 
 def _short_cache(func):
@@ -201,6 +214,8 @@ def _parse_type_text(text: str) -> tuple[str, tuple[int, ...], bool] | None:
     ``base`` is letters, ``_`` and single spaces; without parentheses its trailing modifier and
     zone words are peeled off from the right.
     """
+    if text.startswith("interval") and "(" in text:
+        return _parse_interval(text)
     head, paren, rest = text.partition("(")
     if paren:
         args_text, close, tail = rest.partition(")")
@@ -224,11 +239,30 @@ def _parse_type_text(text: str) -> tuple[str, tuple[int, ...], bool] | None:
         for word in words[:cut]:
             end = text.index(word, end) + len(word)
         base = text[:end].strip()
-    if not base or not set(base) <= _BASE_CHARS or any(m not in _TYPE_MODIFIERS for m in modifiers):
+    if not base or base[0] in _DIGITS or not set(base) <= _BASE_CHARS:
+        return None
+    if any(m not in _TYPE_MODIFIERS for m in modifiers):
         return None
     if zone:
         base = f"{base} {zone}"
     return base, args, "unsigned" in modifiers
+
+
+def _parse_interval(text: str) -> tuple[str, tuple[int, ...], bool] | None:
+    """Oracle's ``interval year(2) to month`` / ``interval day(2) to second(6)``: the precisions sit
+    inside the name, so they are taken out (as the args) and the rest is read as a plain name."""
+    args: list[int] = []
+    kept: list[str] = []
+    rest = text
+    while "(" in rest:
+        before, _paren, after = rest.partition("(")
+        inner, close, rest = after.partition(")")
+        if not close or not (inner.strip().isascii() and inner.strip().isdigit()):
+            return None
+        args.append(int(inner))
+        kept.append(before)
+    parsed = _parse_type_text(" ".join(" ".join(kept + [rest]).split()))
+    return (parsed[0], tuple(args), parsed[2]) if parsed else None
 
 
 @_short_cache
