@@ -61,12 +61,14 @@ from pipelines.values import (
     canon_instant,
     canon_int_of_type,
     canonical,
+    checked_type,
     epoch_seconds_text,
     family,
     instant_from_epoch,
     parse_datetime_text,
     parse_type,
     time_zone,
+    type_cache,
     wall_text,
 )
 
@@ -273,10 +275,11 @@ def lower_type(name: str) -> str:
     return "".join(p if p.startswith("'") else p.lower() for p in _QUOTED_RE.split(name.strip()))
 
 
-def _members(source_type: str) -> list[str]:
-    """``enum('a','b''c')`` → ``['a', "b'c"]`` (the members as the column type lists them)."""
+@type_cache
+def _members(source_type: str) -> tuple[str, ...]:
+    """``enum('a','b''c')`` → ``('a', "b'c")`` (the members as the column type lists them), read once per type."""
     _head, _paren, rest = source_type.partition("(")
-    return [m.replace("''", "'") for m in _MEMBER_RE.findall(rest.rpartition(")")[0])]
+    return tuple(m.replace("''", "'") for m in _MEMBER_RE.findall(rest.rpartition(")")[0]))
 
 
 def mysql_number_value(source_type: str, text: str) -> str:
@@ -534,7 +537,7 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         for col, name in (optional(obj, "mysqlType", dict) or {}).items():
             if not isinstance(name, str) or isinstance(name, Num):
                 raise Reject(f"mysqlType of column '{col}' should be a type name")
-            out[col] = lower_type(name)
+            out[col] = lower_type(checked_type(name, col))
         return out
 
     def seq(self, obj: dict[str, Any]) -> tuple[int, ...]:

@@ -418,10 +418,10 @@ def image_value(item: Any) -> tuple[Any, str | None]:
         return V.canon_instant(text.replace("T", " ") + " " + body["timezone"]), "timestamp with time zone"
     if kind in ("BinaryObject", "BinaryGeometry"):
         return V.base64_from_bytes(body["value"]), _KIND_TYPES[kind] if kind != "BinaryObject" else (
-            body["type"] or "blob"
-        ).lower()
+            V.checked_type(body["type"] or "blob").lower()
+        )
     if kind in ("TextObject", "TextGeometry"):
-        return body["value"], (body["type"] or "text").lower() if kind == "TextObject" else "geometry"
+        return body["value"], V.checked_type(body["type"] or "text").lower() if kind == "TextObject" else "geometry"
     raise Reject(f"unknown image value kind {kind}")
 
 

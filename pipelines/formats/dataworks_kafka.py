@@ -203,7 +203,7 @@ class DataWorksKafkaDecoder(JsonDecoder):
         for col in columns:
             if not isinstance(col, dict) or not _is_text(col.get("name")) or not _is_text(col.get("type")):
                 raise Reject("schema.dataColumn entries must be objects with string 'name' and 'type'")
-            types[col["name"]] = _col_type(col["type"])
+            types[col["name"]] = _col_type(values.checked_type(col["type"], col["name"]))
         return types, dict(types)
 
     @staticmethod

@@ -50,6 +50,7 @@ _SHORT_OFFSET = re.compile(r"([+-]\d{2})(?::?(\d{2}))?(?::?\d{2})?$", re.ASCII)
 _TEXT_TYPES = {"money", "bit", "bit varying", "varbit", "interval"}
 
 
+@values.type_cache
 def _family(col_type: str | None) -> str:
     if not col_type:
         return "string"
@@ -154,7 +155,8 @@ class DrsGaussdbDecoder(JsonDecoder):
         if column_type is not None:
             if not all(_is_text(t) for t in column_type.values()):
                 raise Reject("columnType values should be type names")
-            col_types: dict[str, str] | None = {c: _reported_type(t.lower()) for c, t in column_type.items()}
+            checked = {c: values.checked_type(t, c).lower() for c, t in column_type.items()}
+            col_types: dict[str, str] | None = {c: _reported_type(t) for c, t in checked.items()}
         else:
             col_types = {c: t.lower() for c, t in ctx.column_types(db, table).items()} or None
         types = col_types or {}

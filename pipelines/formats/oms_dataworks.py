@@ -34,7 +34,7 @@ from pipelines.formats.base import (
     require,
     seq_int,
 )
-from pipelines.values import epoch_seconds_text
+from pipelines.values import checked_type, epoch_seconds_text
 
 _ROW_OPS = ("INSERT", "UPDATE", "DELETE")
 _DDL_OPS = ("CREATE", "ALTER", "ERASE", "QUERY", "RENAME", "CINDEX", "DINDEX")
@@ -125,7 +125,7 @@ class OmsDataWorksDecoder(JsonDecoder):
             if not isinstance(col, dict) or not isinstance(col.get("name"), str):
                 raise Reject("schema.column entries should be objects with a name")
             if isinstance(col.get("type"), str):
-                types[col["name"]] = col["type"].lower()
+                types[col["name"]] = checked_type(col["type"], col["name"]).lower()
         return types
 
     # ---------------------------------------------------------------- encode

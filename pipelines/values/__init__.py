@@ -71,7 +71,16 @@ from pipelines.values.times import (
     time_zone,
     wall_text,
 )
-from pipelines.values.types import MAX_TYPE_CHARS, TEXT_TYPES, family, is_known_type, parse_type, spark_type
+from pipelines.values.types import (
+    MAX_TYPE_CHARS,
+    TEXT_TYPES,
+    checked_type,
+    family,
+    is_known_type,
+    parse_type,
+    spark_type,
+    type_cache,
+)
 
 __all__ = [
     "EPOCH_DATE",
@@ -100,6 +109,7 @@ __all__ = [
     "canon_time",
     "canon_uint64",
     "canonical",
+    "checked_type",
     "date_from_epoch_days",
     "date_from_epoch_millis",
     "epoch_nanos",
@@ -116,6 +126,7 @@ __all__ = [
     "time_from_nanos",
     "time_nanos",
     "time_zone",
+    "type_cache",
     "wall_text",
 ]
 
