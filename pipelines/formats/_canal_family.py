@@ -57,6 +57,8 @@ from pipelines.formats.base import (
 from pipelines.values import (
     EPOCH_RE,
     JSON_NUMBER_RE,
+    base64_from_bit_number,
+    bit_width,
     canon_base64,
     canon_instant,
     canon_int_of_type,
@@ -292,12 +294,8 @@ def mysql_number_value(source_type: str, text: str) -> str:
         raise Reject(f"number too long for ENUM / SET / BIT: {text[:40]!r}...")
     n = int(text)
     base, args, _unsigned = parse_type(source_type)
-    if base == "bit":
-        bits = args[0] if args else 64  # no width stated (sqlType -7 alone): up to BIT(64), minimal bytes
-        width = max(1, ((bits if args else n.bit_length()) + 7) // 8)
-        if n >> bits:
-            raise Reject(f"out of range for {source_type.upper()}: {n}")
-        return base64.b64encode(n.to_bytes(width, "big")).decode("ascii")
+    if base == "bit":  # no width stated (sqlType -7 alone): up to BIT(64), minimal bytes
+        return base64_from_bit_number(n, bit_width(args[0], "BIT width") if args else None)
     members = _members(source_type)
     if base == "enum":
         if n > len(members):

@@ -164,8 +164,8 @@ def resolve_type(
     if declared and declared[1] in LOGICAL_TYPES:
         reported, unit = LOGICAL_TYPES[declared[1]]
         if unit == "b64":
-            scale = str(declared[2].get("scale", "0"))
-            precision = declared[2].get("connect.decimal.precision")
+            scale = _parameter(declared[2], "scale", V.MAX_EXPONENT) or "0"
+            precision = _parameter(declared[2], "connect.decimal.precision", 1000)
             reported = f"decimal({precision},{scale})" if precision else "decimal"
             if not precision and scale == "0" and V.family(configured.get(column)) == "uint64":
                 reported = configured[column].lower()  # bigint.unsigned.handling.mode=precise
@@ -251,11 +251,25 @@ def _unscaled(text: str, scale: str) -> str:
     return V.canon_decimal(f"{unscaled}E{-int(V.canon_int(scale or '0'))}")  # text: no context rounding
 
 
+def _parameter(params: dict, name: str, limit: int) -> str | None:
+    """A numeric schema parameter (Decimal ``scale``, ``connect.decimal.precision``) as ASCII integer text
+    of at most ``limit`` in absolute value, or None when absent; else Reject (it becomes a type name and
+    an exponent)."""
+    value = params.get(name)
+    if value is None:
+        return None
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else "?"
+    if not (text.lstrip("-").isascii() and text.lstrip("-").isdigit() and len(text) <= 6 and abs(int(text)) <= limit):
+        raise Reject(f"schema parameter {name} {text[:40]!a} is not an integer of at most {limit}")
+    return str(int(text))
+
+
 def _bits(text: str, length: str, dialect: Dialect) -> str:
     """io.debezium.data.Bits: Java ``BitSet.toByteArray()`` (little-endian, trailing zero bytes dropped)
-    → the column's big-endian bytes, ``ceil(length / 8)`` of them (MySQL BIT(64) b'11111000111' → 00..07C7)."""
+    → the column's big-endian bytes, ``ceil(length / 8)`` of them (MySQL BIT(64) b'11111000111' → 00..07C7).
+    ``length`` is held to MySQL BIT's 64 (:func:`values.bit_width`); without one, the bytes as sent."""
     data = base64.b64decode(_binary(text, dialect))[::-1]
-    width = (int(length) + 7) // 8 if length.isdigit() else len(data)
+    width = (V.bit_width(length, "Bits length") + 7) // 8 if length != "" else len(data)
     if len(data) > width:
         raise Reject(f"Bits value of {len(data)} bytes is longer than its length {length}")
     return V.base64_from_bytes(data.rjust(width, b"\0"))

@@ -425,21 +425,25 @@ def image_value(item: Any) -> tuple[Any, str | None]:
     raise Reject(f"unknown image value kind {kind}")
 
 
-def _integer_type(col: str, value: str, col_type: str, configured: dict[str, str], part: str) -> str:
-    """The type of an Integer value's column, the value in its range (a BIGINT value above 2^63 - 1
-    proves an unconfigured column BIGINT UNSIGNED: OMS drops UNSIGNED)."""
+def _integer(col: str, value: str, col_type: str, configured: dict[str, str], part: str) -> tuple[str, str]:
+    """(value, type) of an Integer record by its column's type: the value in the type's range (a BIGINT
+    value above 2^63 - 1 proves an unconfigured column BIGINT UNSIGNED: OMS drops UNSIGNED); a BIT
+    column's number as its bytes (seed 000's Avro table writes BIT as INTEGER)."""
     fam = V.family(col_type)
     try:
         if fam == "int":
             _text, proved = V.canon_int_of_type(value, col_type)
             if proved and configured.get(col):
                 raise Reject(f"out of range for the configured {col_type.upper()[:60]}: {value}")
-            return proved or col_type
+            return value, proved or col_type
         if fam == "uint64":
             V.canon_uint64(value)
+        if fam == "bytes":
+            args = V.parse_type(col_type)[1]
+            return V.base64_from_bit_number(int(value), V.bit_width(args[0], "BIT width") if args else None), col_type
     except Reject as exc:
         raise Reject(f"column '{col}' in {part}: {exc}") from None
-    return col_type
+    return value, col_type
 
 
 def _decimal_type(body: dict[str, Any]) -> str:
@@ -547,8 +551,8 @@ class DtsRecordDecoder(Decoder):
             )
             if col_type in ("decimal",) and kind_type and kind_type.startswith("decimal("):
                 col_type = kind_type
-            if kind_type == "bigint" and value is not None:  # an Integer record: the range of its column's type
-                col_type = _integer_type(col, value, col_type, configured, part)
+            if kind_type == "bigint" and value is not None:  # an Integer record: read by its column's type
+                out[col], col_type = _integer(col, value, col_type, configured, part)
             if col_type:
                 types[col] = col_type
         return out

@@ -35,7 +35,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pipelines.values.binary import base64_from_byte_list, base64_from_bytes, base64_from_hex, canon_base64
+from pipelines.values.binary import (
+    MAX_BITS,
+    base64_from_bit_number,
+    base64_from_byte_list,
+    base64_from_bytes,
+    base64_from_hex,
+    bit_width,
+    canon_base64,
+)
 from pipelines.values.numbers import (
     EPOCH_RE,
     INT64_MAX,
@@ -87,15 +95,18 @@ __all__ = [
     "EPOCH_RE",
     "INT64_MAX",
     "INT64_MIN",
+    "MAX_BITS",
     "JSON_NUMBER_RE",
     "MAX_EXPONENT",
     "MAX_NUMBER_CHARS",
     "MAX_TYPE_CHARS",
     "NUMBER_RE",
     "TEXT_TYPES",
+    "base64_from_bit_number",
     "base64_from_byte_list",
     "base64_from_bytes",
     "base64_from_hex",
+    "bit_width",
     "canon_base64",
     "canon_bool",
     "canon_date",

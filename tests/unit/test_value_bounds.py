@@ -284,3 +284,71 @@ def test_the_type_map_is_read_whole_before_any_value():
     msg["mysqlType"]["z"] = "x" * 2000
     msg["data"][0]["c"] = "not a number"
     quarantined("dts_canal", json.dumps(msg).encode(), context(), "type of column 'z' is longer than 1024")
+
+
+# ---------------------------------------------------------------- 2. widths and lengths from a message
+
+BITS = "io.debezium.data.Bits"
+
+
+@pytest.mark.parametrize("length", ["800000000", "65", "６４", "-8", "1e2"])
+def test_debezium_bits_length_is_capped_at_64(length):
+    """A few hundred bytes became a 133 MB change: ``parameters.length`` padded the value."""
+    from tests.unit._carriers import context, debezium
+
+    field = {"type": "bytes", "name": BITS, "parameters": {"length": length}}
+    raw = debezium({"id": {"type": "int64"}, "v": field}, {"id": 1, "v": "AQ=="})
+    quarantined("debezium", raw, context(), "Bits length")
+
+
+def test_debezium_bits_within_64_still_pad():
+    from tests.unit._carriers import context, debezium
+
+    field = {"type": "bytes", "name": BITS, "parameters": {"length": "64"}}
+    raw = debezium({"id": {"type": "int64"}, "v": field}, {"id": 1, "v": "AQ=="})
+    assert accepted("debezium", raw, context()) == "AAAAAAAAAAE="
+
+
+@pytest.mark.parametrize("params", [{"scale": "99999999"}, {"scale": "2", "connect.decimal.precision": "9" * 2000}])
+def test_debezium_decimal_parameters_are_bounded(params):
+    from tests.unit._carriers import context, debezium
+
+    field = {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": params}
+    raw = debezium({"id": {"type": "int64"}, "v": field}, {"id": 1, "v": "AQ=="})
+    quarantined("debezium", raw, context(), "parameter")
+
+
+@pytest.mark.parametrize("width", ["800000000", "65", "99999999999999999999999"])
+def test_canal_bit_width_is_capped_at_64(width):
+    raw, ctx = carry("canal", f"bit({width})", "1")
+    quarantined("canal", raw, ctx, "BIT")
+
+
+def test_canal_bit_within_64():
+    raw, ctx = carry("canal", "bit(64)", "1")
+    assert accepted("canal", raw, ctx) == "AAAAAAAAAAE="
+    raw, ctx = carry("canal", "bit(3)", "5")
+    assert accepted("canal", raw, ctx) == "BQ=="
+
+
+@pytest.mark.parametrize("fmt", ["dts_avro", "oms_avro"])
+def test_avro_integer_of_a_bit_column_is_its_bytes(fmt):
+    """OMS's Avro table writes BIT as an Integer record (seed 000): its col type says bytes, so the value is
+    the bytes (big-endian), never the number's text labelled bytes."""
+    from pipelines.formats._dts_record import PARSED_BORN, read_record
+    from tests.unit._carriers import avro, context, integer
+
+    raw = avro([("id", integer("1")), ("v", integer("1985"))])
+    record, _ = read_record(raw)
+    record["fields"][1]["dataTypeNumber"] = 16  # MySQL BIT
+    import io
+
+    import fastavro
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, PARSED_BORN, record)
+    assert accepted(fmt, buf.getvalue(), context()) == "B8E="  # 0x07C1
+    record["afterImages"][1] = integer(str(2**64))
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, PARSED_BORN, record)
+    quarantined(fmt, buf.getvalue(), context(), "BIT")
