@@ -498,6 +498,10 @@ class DtsRecordDecoder(Decoder):
         fields = rec.get("fields")
         if not isinstance(fields, list):
             raise Reject(f"{operation} record without a 'fields' list")
+        names = [f["name"] for f in fields]
+        if len(set(names)) != len(names):
+            twice = next(n for i, n in enumerate(names) if n in names[:i])
+            raise Reject(f"duplicate field name {twice[:60]!a} in 'fields': which value counts is ambiguous")
         mysql = _source_type(rec) == "MySQL"
         configured = ctx.column_types(db, table)
         types: dict[str, str] = {}
@@ -511,7 +515,6 @@ class DtsRecordDecoder(Decoder):
             before = None
         if op == "DELETE":
             after = None
-        names = [f["name"] for f in fields]
         image = after if after is not None else before
         changed = tuple(image) if image is not None and len(image) < len(names) else None
         key = _pk_uk(rec.get("tags") or {}) or ctx.key_columns(db, table)

@@ -352,3 +352,18 @@ def test_avro_integer_of_a_bit_column_is_its_bytes(fmt):
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, PARSED_BORN, record)
     quarantined(fmt, buf.getvalue(), context(), "BIT")
+
+
+# ---------------------------------------------------------------- 6. duplicate Avro field names
+
+
+@pytest.mark.parametrize("fmt", ["dts_avro", "oms_avro"])
+def test_avro_records_with_duplicate_field_names_are_refused(fmt):
+    """``fields`` [id, id] with values 1 and 2 decoded to {"id": "2"}: the JSON formats refuse duplicate keys."""
+    from tests.unit._carriers import avro, context, integer
+
+    raw = avro([("id", integer("1")), ("id", integer("2"))])
+    quarantined(fmt, raw, context(), "duplicate field name 'id'")
+    before = [integer("1"), integer("1")]
+    raw = avro([("id", integer("1")), ("id", integer("2"))], before=before, operation="UPDATE")
+    quarantined(fmt, raw, context(), "duplicate field name 'id'")
