@@ -135,19 +135,21 @@ OMS_DIALECT = Dialect()
 # ---------------------------------------------------------------- types
 
 
-def schema_types(schema: Any, image: str | None) -> dict[str, tuple[str, str | None, dict]]:
+def schema_types(schema: Any, image: str | None) -> dict[str, tuple[str, str | None, dict]] | None:
     """Column → (primitive type, logical name, parameters) from a Debezium ``schema``: the struct
     field ``image`` (before / after) of an envelope schema, or (``image`` None) the row struct itself
-    (the unwrap SMT's and a record key's schema)."""
+    (the unwrap SMT's and a record key's schema). None when the schema does not describe that image."""
     if not isinstance(schema, dict):
-        return {}
+        return None
     fields = schema.get("fields") if image is None else None
     for part in schema.get("fields") or [] if image is not None else []:
         if isinstance(part, dict) and part.get("field") == image and isinstance(part.get("fields"), list):
             fields = part["fields"]
             break
+    if not isinstance(fields, list):
+        return None
     out = {}
-    for f in fields if isinstance(fields, list) else []:
+    for f in fields:
         if isinstance(f, dict) and isinstance(f.get("field"), str):
             params = f.get("parameters") if isinstance(f.get("parameters"), dict) else {}
             out[f["field"]] = (str(f.get("type") or "").lower(), str(f.get("name") or "").lower() or None, params)
@@ -296,16 +298,29 @@ def _iso_duration(micros: int) -> str:
 
 
 def canonical_image(
-    image: Any, name: str, declared: dict, configured: dict[str, str], dialect: Dialect = OMS_DIALECT
+    image: Any,
+    name: str,
+    declared: dict | None,
+    configured: dict[str, str],
+    dialect: Dialect = OMS_DIALECT,
+    described: bool = False,
 ) -> tuple[dict | None, dict[str, str]]:
-    """A Debezium image object → (canonical image, column types used)."""
+    """A Debezium image object → (canonical image, column types used).
+
+    ``described``: the message's schema types the envelope's images, so a column it does not type in
+    this image (``declared``) takes its configured type, or the message is refused: its raw text next
+    to a type from the other image, or from nowhere, would be a mislabel (a Base16 value read as Base64).
+    """
     if image is None:
         return None, {}
     if not isinstance(image, dict):
         raise Reject(f"'{name}' should be an object")
+    declared = declared or {}
     out: dict[str, str | None] = {}
     types: dict[str, str] = {}
     for col, value in image.items():
+        if described and col not in declared and col not in configured:
+            raise Reject(f"column {col[:60]!a} in '{name}' has no type in the message's schema, and none is configured")
         reported, unit = resolve_type(col, declared.get(col), configured, dialect)
         try:
             out[col] = to_canonical(value, reported, unit, dialect)
@@ -449,8 +464,15 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
             raise Reject(f"row change ({op_text}) without source.pos: an incremental change needs it to be ordered")
         configured = {k: v for k, v in ctx.column_types(db, table).items()}
         dialect = self.dialect(ctx)
-        before, tb = canonical_image(env.get("before"), "before", schema_types(schema, "before"), configured, dialect)
-        after, ta = canonical_image(env.get("after"), "after", schema_types(schema, "after"), configured, dialect)
+        declared = {part: schema_types(schema, part) for part in ("before", "after")}
+        described = any(d is not None for d in declared.values())  # else payload-only (or a schema of neither)
+        before, tb = canonical_image(env.get("before"), "before", declared["before"], configured, dialect, described)
+        after, ta = canonical_image(env.get("after"), "after", declared["after"], configured, dialect, described)
+        for col in tb.keys() & ta.keys():
+            if V.family(tb[col]) != V.family(ta[col]):
+                raise Reject(
+                    f"column {col[:60]!a} is typed differently in 'before' ({tb[col]}) and 'after' ({ta[col]})"
+                )
         if key is not None and op == "DELETE" and before is None:
             before, tb = dict(key[0]), dict(key[1])  # no before-image (MongoDB, REPLICA IDENTITY NOTHING): the key
         if op in ("INSERT", "SNAPSHOT", "UPDATE") and after is None:

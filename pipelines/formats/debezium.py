@@ -261,7 +261,7 @@ class DebeziumDecoder(DebeziumEnvelopeDecoder):
             detail = op_text
         image_name = "before" if op_text == "d" or is_deleted else "after"
         env = {"op": op_text, "source": source, image_name: columns}
-        row_schema = {"fields": [{"field": image_name, "fields": (schema or {}).get("fields") or []}]}
+        row_schema = {"fields": [{"field": image_name, "fields": schema.get("fields") or []}]} if schema else None
         changes = self.envelope_changes(env, row_schema, ctx, self._key(key_obj, ctx, source))
         for ch in changes:
             ch.detail = detail

@@ -367,3 +367,62 @@ def test_avro_records_with_duplicate_field_names_are_refused(fmt):
     before = [integer("1"), integer("1")]
     raw = avro([("id", integer("1")), ("id", integer("2"))], before=before, operation="UPDATE")
     quarantined(fmt, raw, context(), "duplicate field name 'id'")
+
+
+# ---------------------------------------------------------------- 7. Debezium schema and payload reconciled
+
+BYTES_FIELD = {"id": {"type": "int64"}, "b": {"type": "bytes"}}
+
+
+def _half_described(fmt: str, images: tuple[str, ...]) -> bytes:
+    from tests.unit._carriers import debezium
+
+    return debezium(BYTES_FIELD, {"id": 1, "b": "6566"}, before={"id": 1, "b": "6566"}, op="u", oms=True, images=images)
+
+
+@pytest.mark.parametrize("images", [("before",), ("after",)])
+def test_a_column_the_schema_does_not_type_is_never_mislabelled(images):
+    """A schema describing only ``before``: ``before.b`` was decoded from Base16 while ``after.b`` kept its raw
+    text ``6566`` under the col type bytes, which gold then read as Base64."""
+    from tests.unit._carriers import context
+
+    quarantined("oms_debezium", _half_described("oms_debezium", images), context(), "no type in the message's schema")
+
+
+def test_a_configured_type_fills_what_the_schema_leaves_out():
+    from tests.unit._carriers import context
+
+    ctx = context({"id": "bigint", "b": "blob"})
+    [change] = decoded("oms_debezium", _half_described("oms_debezium", ("before",)), ctx)
+    assert change.before["b"] == change.after["b"] == "ZWY=" and change.col_types["b"] in ("bytes", "blob")
+    [row] = silver([("oms_debezium", _half_described("oms_debezium", ("before",)))], ctx)
+    assert after_of(row)["b"] == "ZWY="
+
+
+def test_images_typed_differently_by_the_schema_are_refused():
+    import json
+
+    from tests.unit._carriers import context, debezium_schema
+
+    schema = json.loads(json.dumps(debezium_schema(BYTES_FIELD)))  # a copy per image
+    schema["fields"][1]["fields"][1]["type"] = "string"  # after.b: string, before.b: bytes
+    payload = {
+        "op": "u",
+        "before": {"id": 1, "b": "6566"},
+        "after": {"id": 1, "b": "6566"},
+        "source": {"db": "d", "table": "t", "pos": "1@1600000000"},
+    }
+    raw = json.dumps({"schema": schema, "payload": payload}).encode()
+    quarantined("oms_debezium", raw, context(), "typed differently")
+
+
+def test_a_schema_that_describes_no_image_leaves_the_payload_untyped():
+    """Seed 000's first example: a schema of ``ts_ms`` alone says nothing of the columns."""
+    import json
+
+    from tests.unit._carriers import context
+
+    payload = {"op": "c", "after": {"column": "value"}, "source": {"db": "d", "table": "t", "pos": "1@1600000000"}}
+    schema = {"type": "struct", "fields": [{"type": "int64", "field": "ts_ms"}]}
+    raw = json.dumps({"schema": schema, "payload": payload}).encode()
+    assert accepted("oms_debezium", raw, context(), column="column") == "value"
