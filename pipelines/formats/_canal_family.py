@@ -50,6 +50,7 @@ from pipelines.formats.base import (
     Reject,
     canon_image,
     dumps_exact,
+    op_name,
     optional,
     seq_int,
     split_table,
@@ -396,7 +397,7 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         vendor_op = optional(obj, "type", str)
         if not vendor_op:
             raise Reject("missing field 'type'")
-        name = vendor_op.upper()
+        name = op_name(vendor_op).upper()
         db = optional(obj, "database", str) or None
         table = optional(obj, "table", str) or None
         if self.table_from_config and db is None and table is None and ctx.default_table and obj.get("data"):

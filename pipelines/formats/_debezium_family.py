@@ -42,6 +42,7 @@ from pipelines.formats.base import (
     Num,
     Reject,
     dumps_exact,
+    op_name,
     optional,
     seq_int,
 )
@@ -432,7 +433,7 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
         op_text = env.get("op")
         if not isinstance(op_text, str):
             raise Reject("missing field 'op'")
-        op = self.ops.get(op_text if op_text in self.ops else op_text.lower())
+        op = self.ops.get(op_text if op_text in self.ops else op_name(op_text).lower())
         if op is None:
             raise Reject(f"unknown op '{op_text}'")
         source = optional(env, "source", dict) or {}

@@ -504,6 +504,14 @@ def seq_int(value: Any, field_name: str) -> int:
     return int(text)
 
 
+def op_name(text: str) -> str:
+    """A vendor op name a decoder folds to its table's case: ASCII only, else Reject. ``str.upper()``
+    maps ``ı`` to ``I`` and ``ſ`` to ``S``, so ``ıNSERT`` and ``INſERT`` would read as INSERT."""
+    if not text.isascii():
+        raise Reject(f"unknown op {text[:40]!a}: op names are ASCII")
+    return text
+
+
 def split_table(qualified: str) -> tuple[str | None, str]:
     """``db.table`` → (db, table); a name without a dot has no db."""
     db, dot, table = qualified.rpartition(".")

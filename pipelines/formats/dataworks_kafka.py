@@ -74,7 +74,7 @@ _TIME_FAMILIES = ("date", "datetime", "timestamp")
 
 
 def _col_type(vendor: str) -> str:
-    return _TYPE_NAMES.get(vendor.upper(), vendor.lower())
+    return _TYPE_NAMES.get(vendor.upper(), vendor.lower()) if vendor.isascii() else vendor  # 'BYTEſ' is no BYTES
 
 
 def _convert(column: str, value: Any, col_type: str | None) -> str | None:

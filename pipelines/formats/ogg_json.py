@@ -42,6 +42,7 @@ from pipelines.formats.base import (
     Num,
     Reject,
     dumps_exact,
+    op_name,
     optional,
     seq_int,
 )
@@ -128,7 +129,7 @@ class OggJsonDecoder(RowCodec, JsonDecoder):
         vendor_op = optional(obj, "op_type", str)
         if not vendor_op:
             raise Reject("missing field 'op_type'")
-        op = _OPS.get(vendor_op.strip().upper())
+        op = _OPS.get(op_name(vendor_op).strip().upper())
         if op is None:
             raise Reject(f"unknown op_type {vendor_op[:40]!r}")
         qualified = optional(obj, "table", str)

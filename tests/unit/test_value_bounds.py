@@ -426,3 +426,24 @@ def test_a_schema_that_describes_no_image_leaves_the_payload_untyped():
     schema = {"type": "struct", "fields": [{"type": "int64", "field": "ts_ms"}]}
     raw = json.dumps({"schema": schema, "payload": payload}).encode()
     assert accepted("oms_debezium", raw, context(), column="column") == "value"
+
+
+# ---------------------------------------------------------------- 8. op names are ASCII
+
+
+@pytest.mark.parametrize("op", ["ıNSERT", "INſERT", "ınsert", "İNSERT"])
+@pytest.mark.parametrize("fmt", CANAL_FORMATS)
+def test_canal_op_names_are_ascii(fmt, op):
+    from tests.unit._carriers import canal, context
+
+    quarantined(fmt, canal({"id": "int"}, {"id": "1"}, type=op), context(), "op")
+
+
+@pytest.mark.parametrize("op", ["ı", "ınsert"])
+def test_ogg_op_types_are_ascii(op):
+    import json
+
+    from tests.unit._carriers import context
+
+    msg = {"table": "d.t", "op_type": op, "op_ts": "2020-01-01 00:00:00", "pos": "1", "after": {"id": 1}}
+    quarantined("ogg_json", json.dumps(msg).encode(), context(), "op")
