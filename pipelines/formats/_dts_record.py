@@ -498,6 +498,8 @@ class DtsRecordDecoder(Decoder):
         fields = rec.get("fields")
         if not isinstance(fields, list):
             raise Reject(f"{operation} record without a 'fields' list")
+        if len(fields) > ctx.max_width:  # the JSON formats' limit on one array holds for Avro's too
+            raise Reject(f"'fields' has {len(fields)} entries, over limits.max_width ({ctx.max_width})")
         names = [f["name"] for f in fields]
         if len(set(names)) != len(names):
             twice = next(n for i, n in enumerate(names) if n in names[:i])

@@ -24,6 +24,34 @@ string / json   the text                        STRING
 Fractions keep up to 9 digits with trailing zeros removed. Nothing here ever goes
 through a float.
 
+Bounds (docs/exact-values-bounds.md states them for users): numbers are ASCII digits with an optional
+sign, point and exponent, at most 4,000 characters and an exponent of at most 400; an int is within
+BIGINT (a BIGINT UNSIGNED up to 2^64 - 1); a DOUBLE's text is finite as a double, NaN and Infinity
+only as words, written ``NaN`` / ``Infinity`` / ``-Infinity``; a width a message states is 1 to 64
+bits (MySQL BIT, Debezium Bits); years are 0001 to 9999, always four digits; a time keeps its sign
+and at most 999 hours; a type name is at most 1,024 characters.
+
+Cost model: every decoder is linear in the size of its message. What makes it so, layer by layer:
+
+1. Reading the message: JSON is held to the limits before it is parsed (``limits``: message bytes,
+   depth, width, elements; ``formats.base.check_shape`` is one linear scan), then parsed by the C
+   scanner; Avro is read by fastavro in one pass, its field list held to the same width; MongoDB's
+   shell-style JSON is held to the JSON limits before its parser runs.
+2. Reading the types: a decoder checks its whole type map (``checked_type``: text of at most 1,024
+   characters) before it decodes any value, and each name is parsed once per message
+   (``type_cache``: by value up to 128 characters, else by identity, a message's type map being one
+   string per column that all its rows share); ENUM / SET members are read once per type.
+3. Each value: time linear in its text and its type's name, never more: numeric text is matched by
+   an ASCII pattern before any conversion and its magnitude read from the exponent's digits (Python's
+   own readers accept any script's digits and would expand ``1E`` + a million zeros); widths are
+   capped at 64 bits; times and dates are fixed-size arithmetic. A value is at most its text plus
+   400 characters (a decimal's exponent), or a label of its (capped) type, or 8 bytes of BIT.
+4. The whole message: every change a decoder makes is charged, as it is made, to the message's
+   budget (``formats.base.message_budget``: 64 × its bytes + 1 MiB characters of text as silver
+   stores it, col_types once per change; no value longer than ``limits.max_message_bytes``); the
+   change that crosses it stops the decoder, and the message is quarantined naming the budget.
+   Silver's memory for a batch is therefore linear in the batch's bytes.
+
 The contract decoders, gold and export share, one module per concern: :mod:`~pipelines.values.types`
 (type names → families → mirror types), :mod:`~pipelines.values.numbers` (int, uint64, decimal,
 float, bool), :mod:`~pipelines.values.binary` (bytes) and :mod:`~pipelines.values.times` (date,

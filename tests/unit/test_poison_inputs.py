@@ -169,7 +169,7 @@ def test_a_row_arrow_refuses_quarantines_its_message_only(monkeypatch):
     """Defence in depth: were a bad string to pass the decode-time check, the batch still builds."""
     import pipelines.silver
 
-    monkeypatch.setattr(pipelines.silver, "check_changes", lambda changes: changes)
+    monkeypatch.setattr(pipelines.silver, "check_changes", lambda changes, *_: changes)
     rows = silver_rows([("dts_canal", SURROGATE), ("dts_canal", json.dumps(canal(id=2)).encode())])
     assert [r["kind"] for r in rows] == ["quarantine", "change"]
     assert rows[0]["reason"].startswith("silver cannot store the decoded change")
