@@ -501,3 +501,16 @@ def test_avro_field_lists_keep_the_width_limit(fmt):
 
     raw = avro([(f"c{i}", integer("1")) for i in range(11)])
     quarantined(fmt, raw, DecodeContext(max_width=10), "max_width")
+
+
+@pytest.mark.parametrize(
+    "ctor, text", [("NumberLong", "1e+400"), ("NumberLong", "9223372036854775808"), ("NumberInt", "2147483648")]
+)
+def test_mongo_numbers_keep_their_bson_range(ctor, text):
+    """Found by test_fuzz_values: an unconfigured NumberLong("1e+400") was kept as 401 digits."""
+    from tests.unit._carriers import context, mongo
+
+    quarantined("drs_mongo", mongo(f'{{"_id": 1, "v": {ctor}("{text}")}}'), context(), "range")
+    assert accepted("drs_mongo", mongo('{"_id": 1, "v": NumberLong("-9223372036854775808")}'), context()) == str(
+        -(2**63)
+    )
