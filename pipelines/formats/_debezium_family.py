@@ -320,9 +320,9 @@ def canonical_image(
     out: dict[str, str | None] = {}
     types: dict[str, str] = {}
     for col, value in image.items():
-        if described and col not in declared and col not in configured:
-            raise Reject(f"column {col[:60]!a} in '{name}' has no type in the message's schema, and none is configured")
         reported, unit = resolve_type(col, declared.get(col), configured, dialect)
+        if described and reported is None:  # not in the image's schema, or there without a type we read
+            raise Reject(f"column {col[:60]!a} in '{name}' has no type in the message's schema, and none is configured")
         try:
             out[col] = to_canonical(value, reported, unit, dialect)
         except Reject as exc:

@@ -446,6 +446,13 @@ def _integer(col: str, value: str, col_type: str, configured: dict[str, str], pa
     return value, col_type
 
 
+def _label_differs(col_type: str | None, kind_type: str | None) -> bool:
+    """True where a column's type names a family other than its value's kind, and not a text one (text
+    holds any value): a Character under a BIGINT type must be an integer, never a mislabelled text."""
+    fam = V.family(col_type)
+    return fam not in ("string", "json") and fam != V.family(kind_type)
+
+
 def _decimal_type(body: dict[str, Any]) -> str:
     p, s = body.get("precision"), body.get("scale")
     return f"decimal({p},{s})" if p and p > 0 and s is not None and s >= 0 else "decimal"
@@ -558,6 +565,11 @@ class DtsRecordDecoder(Decoder):
                 col_type = kind_type
             if kind_type == "bigint" and value is not None:  # an Integer record: read by its column's type
                 out[col], col_type = _integer(col, value, col_type, configured, part)
+            elif value is not None and _label_differs(col_type, kind_type):
+                try:  # a value of one kind under another family's type: canonical for that family, or Reject
+                    out[col] = V.canonical(V.family(col_type), value)
+                except Reject as exc:
+                    raise Reject(f"column '{col}' ({col_type}) in {part}: {exc}") from None
             if col_type:
                 types[col] = col_type
         return out
