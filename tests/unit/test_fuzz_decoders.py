@@ -35,7 +35,7 @@ from typing import Any
 
 import fastavro
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pipelines.formats import ALL_FORMAT_IDS, DecodeContext, Reject, get_decoder
@@ -54,6 +54,8 @@ FUZZ = settings(
     deadline=None,
     derandomize="LAKECDC_FUZZ_EXAMPLES" not in os.environ,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    # LAKECDC_FUZZ_NO_SHRINK=1: report the first failing example (for checking older, slower code)
+    phases=[Phase.explicit, Phase.reuse, Phase.generate] if os.environ.get("LAKECDC_FUZZ_NO_SHRINK") else list(Phase),
 )
 #: The watchdog: this long for a message of up to WATCHDOG_BYTES, proportionally more for a larger one.
 SECONDS_PER_MESSAGE = 2.0
