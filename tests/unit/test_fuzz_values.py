@@ -363,17 +363,19 @@ def test_debezium_bits_lengths_are_capped(length, data):
 
 @st.composite
 def type_heavy_message(draw, fmt: str) -> tuple[bytes, int]:
-    """A message of up to 64 KiB whose columns have long ENUM / SET names; (message, longest name)."""
+    """A message of up to 64 KiB whose type names take a random share of it (ENUM / SET of up to
+    tens of thousands of characters), the rest rows that use them; (message, longest name)."""
+    size = draw(st.integers(4 * 1024, 64 * 1024))
+    share = draw(st.floats(0.02, 0.9))
     columns = draw(st.integers(1, 4))
     names = {}
     for i in range(columns):
-        members = draw(st.integers(1, 900))
+        members = max(1, int(size * share / columns) // 6)
         kind = draw(st.sampled_from(["enum", "set"]))
         names[f"c{i}"] = f"{kind}(" + ",".join(f"'m{j}'" for j in range(members)) + ")"
     value = "1" if fmt == "canal" else "m0"
     row = {"id": "1", **dict.fromkeys(names, value)}
-    budget = draw(st.integers(1024, 64 * 1024)) - sum(map(len, names.values()))
-    rows = [row] * max(1, budget // len(json.dumps(row)))
+    rows = [row] * max(1, (size - sum(map(len, names.values()))) // len(json.dumps(row)))
     build = gaussdb if fmt == "drs_gaussdb" else canal
     raw = build({"id": "int", **names}, row)
     raw = raw.replace(json.dumps([row]).encode(), json.dumps(rows).encode())
@@ -388,6 +390,24 @@ def test_long_type_names_cost_linear_time(fmt, data):
     result = run(fmt, raw, context())
     if longest > 1024:
         assert isinstance(result, Reject) and "longer than 1024" in str(result), result
+
+
+# ---------------------------------------------------------------- a budget per message
+
+
+@pytest.mark.parametrize("fmt", [*CANAL_FORMATS, "drs_gaussdb"])
+@FUZZ
+@given(columns=st.integers(1, 3000), rows=st.integers(1, 20_000), name=st.sampled_from(["int", "varchar(255)"]))
+def test_no_message_multiplies_itself(fmt, columns, rows, name):
+    """Many column types over many short rows: each change carries every type. What silver would keep
+    (col_types once per change) must stay within 64 × the message + 1 MiB, or the message is refused."""
+    build = gaussdb if fmt == "drs_gaussdb" else canal
+    raw = build({f"c{i}": name for i in range(columns)}, {}, pkNames=None)
+    raw = raw.replace(b'"data": [{}]', b'"data": [' + b",".join([b"{}"] * rows) + b"]")
+    kept = rows * sum(len(f"c{i}") + len(name) for i in range(columns))
+    result = run(fmt, raw, DecodeContext())
+    if kept > 64 * len(raw) + (1 << 20):
+        assert isinstance(result, Reject), f"{len(raw)} bytes kept as {kept} characters"
 
 
 # ---------------------------------------------------------------- 6. duplicate Avro fields
