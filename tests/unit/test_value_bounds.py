@@ -514,3 +514,50 @@ def test_mongo_numbers_keep_their_bson_range(ctor, text):
     assert accepted("drs_mongo", mongo('{"_id": 1, "v": NumberLong("-9223372036854775808")}'), context()) == str(
         -(2**63)
     )
+
+
+# ---------------------------------------------------------------- 7. more mislabels the fuzzers found
+
+
+@pytest.mark.parametrize("fmt", ["dts_avro", "oms_avro"])
+def test_an_avro_value_of_another_kind_is_read_by_its_columns_type(fmt):
+    """dataTypeNumber types the column before the value's kind: a Character '' under BIGINT was kept
+    as '' labelled bigint; a DateTime under TIMESTAMP kept its wall clock without the Z."""
+    from pipelines.formats._dts_record import NS, PARSED_BORN, read_record
+    from tests.unit._carriers import avro, context, integer
+
+    def retyped(value, number: int) -> bytes:
+        import io
+
+        import fastavro
+
+        record, _ = read_record(avro([("id", integer("1")), ("v", value)]))
+        record["fields"][1]["dataTypeNumber"] = number
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, PARSED_BORN, record)
+        return buf.getvalue()
+
+    quarantined(fmt, retyped((NS + "Character", {"charset": "utf8", "value": b""}), 8), context(), "not an integer")
+    parts = dict(year=2020, month=1, day=2, hour=3, minute=4, second=5, millis=0)
+    assert accepted(fmt, retyped((NS + "DateTime", parts), 7), context()) == "2020-01-02T03:04:05Z"
+
+
+def test_a_schema_field_without_a_type_is_no_type():
+    """A field present in one image's schema without a type left the raw text under the other image's type."""
+    from tests.unit._carriers import context, debezium
+
+    raw = debezium(
+        {"id": {"type": "int64"}, "b": {"type": "bytes"}},
+        {"id": 1, "b": "6566"},
+        oms=True,
+        op="u",
+        before={"id": 1, "b": "61"},
+        images=("after",),
+    )
+    import json
+
+    obj = json.loads(raw)
+    obj["schema"]["fields"].append(
+        {"field": "before", "type": "struct", "fields": [{"field": "id", "type": "int64"}, {"field": "b"}]}
+    )
+    quarantined("oms_debezium", json.dumps(obj).encode(), context(), "no type in the message's schema")
