@@ -41,9 +41,9 @@ from hypothesis import strategies as st
 from pipelines.formats import ALL_FORMAT_IDS, DecodeContext, Reject, get_decoder
 from pipelines.formats._dts_record import PARSED_BORN, read_record
 from pipelines.formats.base import OPS, Change, TableSpec
-from pipelines.silver import decode_message, make_decode_batches
-from pipelines.spark_schema import arrow_schema_of
+from pipelines.silver import decode_message
 from tests.conftest import CONFORMANCE, ROOT, SEEDS_FIXTURES
+from tests.unit._carriers import silver
 
 pytestmark = pytest.mark.fuzz
 
@@ -497,22 +497,7 @@ def check_message(fmt: str, raw: bytes) -> None:
 
 
 def check_silver_batch(messages: list[tuple[str, bytes]]) -> None:
-    import pyarrow as pa
-
-    rows = [
-        {
-            "source": "s",
-            "format": fmt,
-            "value": raw,
-            "position": f"p#{i}",
-            "queue_pos": f"{i:012d}",
-            "ingest_time": None,
-        }
-        for i, (fmt, raw) in enumerate(messages)
-    ]
-    batch = pa.RecordBatch.from_pylist(rows, schema=arrow_schema_of(BRONZE_DDL))
-    contexts = {fmt: CONTEXT for fmt in ALL_FORMAT_IDS}
-    out = [r for b in make_decode_batches(contexts, CONTEXT)([batch]) for r in b.to_pylist()]
+    out = silver(messages, CONTEXT)
     positions = {r["bronze_position"] for r in out}
     assert positions == {f"p#{i}" for i in range(len(messages))}
     for r in out:

@@ -37,7 +37,7 @@ from decimal import Decimal
 
 import fastavro
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.formats import DecodeContext, Reject
@@ -54,20 +54,10 @@ from tests.unit._carriers import (
     gaussdb,
     silver,
 )
-from tests.unit.test_fuzz_decoders import FIXTURES
+from tests.unit.test_fuzz_decoders import EXAMPLES, FIXTURES, FUZZ
 
 pytestmark = pytest.mark.fuzz
 
-EXAMPLES = int(os.environ.get("LAKECDC_FUZZ_EXAMPLES", "60"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize="LAKECDC_FUZZ_EXAMPLES" not in os.environ,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-    # LAKECDC_FUZZ_NO_SHRINK=1: report the first failing example as found (checking older code, where
-    # an example may take half a minute, shrinking would take hours)
-    phases=[Phase.explicit, Phase.reuse, Phase.generate] if os.environ.get("LAKECDC_FUZZ_NO_SHRINK") else list(Phase),
-)
 #: The watchdog: a message of up to 64 KiB gets this long (a larger one proportionally more).
 WATCHDOG_SECONDS = 2.0
 WATCHDOG_BYTES = 64 * 1024
