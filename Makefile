@@ -43,8 +43,8 @@ clean:
 	rm -rf build .pytest_cache
 
 .PHONY: fuzz
-fuzz: setup          ## fuzz every decoder and the silver batch longer than CI does (LAKECDC_FUZZ_EXAMPLES per format)
-	LAKECDC_FUZZ_EXAMPLES=$${LAKECDC_FUZZ_EXAMPLES:-1000} $(VENV)/bin/pytest -q tests/unit/test_fuzz_decoders.py
+fuzz: setup          ## fuzz every decoder, each value class and the silver batch longer than CI does (LAKECDC_FUZZ_EXAMPLES per case)
+	LAKECDC_FUZZ_EXAMPLES=$${LAKECDC_FUZZ_EXAMPLES:-1000} $(VENV)/bin/pytest -q tests/unit/test_fuzz_decoders.py tests/unit/test_fuzz_values.py
 
 .PHONY: test-airflow
 test-airflow:        ## the Airflow DAGs in a real DagBag, in their own virtualenv (build/airflow-venv; not .venv)

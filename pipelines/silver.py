@@ -32,7 +32,7 @@ from pipelines.config import PipelineConfig
 from pipelines.delta_writes import append_idempotent, quarantine_frame, run_id
 from pipelines.errors import Outage
 from pipelines.formats import Change, DecodeContext, Reject, get_decoder
-from pipelines.formats.base import MAX_SEQ_DIGITS, ROW_OPS, Decoder, check_changes
+from pipelines.formats.base import MAX_SEQ_DIGITS, ROW_OPS, Decoder, check_changes, message_budget
 from pipelines.layout import (
     BRONZE_COLUMNS,
     CHANGE_FIELDS,
@@ -84,12 +84,16 @@ def decode_message(decoder: Decoder, raw: bytes | None, ctx: DecodeContext, key:
     tombstone as a heartbeat. The changes are checked before they leave
     (``formats.base.check_changes``): a name or value UTF-8 cannot encode (a lone surrogate), an
     overlong type name or an ordering component silver cannot sort makes the whole message a
-    quarantined one, never a failed batch.
+    quarantined one, never a failed batch. The message's budget (``formats.base.message_budget``)
+    bounds the text its changes may hold, so no message multiplies itself in memory.
     """
     try:
         # any object with ``decode`` is served: the base class's record rule applies to one without its own
         read = decoder.decode_record if isinstance(decoder, Decoder) else partial(Decoder.decode_record, decoder)
-        return check_changes(read(key, raw, ctx))
+        size = len(raw or b"") + len(key or b"")
+        with message_budget(size, ctx.max_message_bytes) as budget:
+            changes = read(key, raw, ctx)
+        return check_changes(changes, budget)
     except Reject:
         raise
     except RecursionError:

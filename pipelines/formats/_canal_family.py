@@ -38,7 +38,6 @@ import binascii
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from decimal import Decimal
 from typing import Any, ClassVar
 
 from pipelines.errors import InvalidValue
@@ -51,21 +50,29 @@ from pipelines.formats.base import (
     Reject,
     canon_image,
     dumps_exact,
+    op_name,
     optional,
     seq_int,
     split_table,
 )
 from pipelines.values import (
-    INT64_MAX,
-    INT64_MIN,
+    EPOCH_RE,
+    JSON_NUMBER_RE,
+    base64_from_bit_number,
+    bit_width,
     canon_base64,
     canon_instant,
+    canon_int_of_type,
     canonical,
+    checked_type,
+    epoch_seconds_text,
     family,
     instant_from_epoch,
     parse_datetime_text,
     parse_type,
     time_zone,
+    type_cache,
+    wall_text,
 )
 
 #: java.sql.Types → the nearest MySQL type name (used only where mysqlType is silent).
@@ -110,22 +117,6 @@ _JDBC_BY_FAMILY = {
     "timestamp": 93,
     "time": 92,
 }
-
-#: Signed bit width of MySQL integer types (values up to the unsigned range are accepted:
-#: OMS drops UNSIGNED from mysqlType).
-_INT_BITS = {
-    "tinyint": 8,
-    "smallint": 16,
-    "mediumint": 24,
-    "int": 32,
-    "integer": 32,
-    "bigint": 64,
-    "int64": 64,
-    "long": 64,
-}
-
-_EPOCH_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
-_JSON_NUMBER_RE = re.compile(r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$")
 
 ROW_TYPES = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE"}
 DDL_TYPES = frozenset({"CREATE", "ALTER", "ERASE", "DROP", "RENAME", "CINDEX", "DINDEX", "QUERY", "DDL"})
@@ -226,28 +217,17 @@ class RowCodec:
             return self._canon_int(col, source_type, text, overrides)
         if fam == "datetime":
             wall, frac, _zone = parse_datetime_text(text)  # an OMS zone id annotates the wall clock
-            return canonical("datetime", wall.strftime("%Y-%m-%d %H:%M:%S") + (f".{frac}" if frac else ""))
+            return canonical("datetime", wall_text(wall, " ") + (f".{frac}" if frac else ""))
         if fam == "timestamp":
-            if _EPOCH_RE.match(text.strip()):
+            if EPOCH_RE.fullmatch(text.strip()):
                 return instant_from_epoch(text, "s")
             return canon_instant(text, self.source_zone(ctx))
         return canonical(fam, text)
 
     def _canon_int(self, col: str, source_type: str, text: str, overrides: dict[str, str]) -> str:
-        out = canonical("int", text)
-        base, _args, unsigned = parse_type(source_type)
-        bits = _INT_BITS.get(base)
-        if bits is None:
-            return out
-        n = int(out)
-        if bits == 64 and not unsigned and INT64_MAX < n < 2**64:
-            overrides[col] = "bigint unsigned"  # OMS drops UNSIGNED: the value proves it
-            return out
-        low = 0 if unsigned else -(2 ** (bits - 1))
-        if not low <= n < 2**bits:
-            raise Reject(f"out of range for {source_type.upper()}: {out}")
-        if bits == 64 and n < INT64_MIN:
-            raise Reject(f"out of range for {source_type.upper()}: {out}")
+        out, proved = canon_int_of_type(text, source_type)
+        if proved:
+            overrides[col] = proved  # OMS drops UNSIGNED: the value proves it
         return out
 
     # -- encoding
@@ -270,19 +250,9 @@ class RowCodec:
             return self.encode_timestamp(value, ctx)
         if fam == "datetime":
             return value.replace("T", " ", 1)
-        if numbers and fam in ("int", "uint64", "decimal", "float") and _JSON_NUMBER_RE.match(value):
+        if numbers and fam in ("int", "uint64", "decimal", "float") and JSON_NUMBER_RE.fullmatch(value):
             return Num(value)
         return value
-
-
-def epoch_seconds_text(instant: str) -> str:
-    """``2020-11-24T16:01:02.012345Z`` → ``1606233662.012345`` (exact, no float)."""
-    wall, frac, _zone = parse_datetime_text(instant.rstrip("Z"))
-    delta = wall - datetime(1970, 1, 1)
-    secs = delta.days * 86400 + delta.seconds
-    if not frac:
-        return str(secs)
-    return format(Decimal(secs) + Decimal("0." + frac), "f")
 
 
 def base64_from_latin1(value: Any) -> str:
@@ -308,10 +278,11 @@ def lower_type(name: str) -> str:
     return "".join(p if p.startswith("'") else p.lower() for p in _QUOTED_RE.split(name.strip()))
 
 
-def _members(source_type: str) -> list[str]:
-    """``enum('a','b''c')`` → ``['a', "b'c"]`` (the members as the column type lists them)."""
+@type_cache
+def _members(source_type: str) -> tuple[str, ...]:
+    """``enum('a','b''c')`` → ``('a', "b'c")`` (the members as the column type lists them), read once per type."""
     _head, _paren, rest = source_type.partition("(")
-    return [m.replace("''", "'") for m in _MEMBER_RE.findall(rest.rpartition(")")[0])]
+    return tuple(m.replace("''", "'") for m in _MEMBER_RE.findall(rest.rpartition(")")[0]))
 
 
 def mysql_number_value(source_type: str, text: str) -> str:
@@ -324,12 +295,8 @@ def mysql_number_value(source_type: str, text: str) -> str:
         raise Reject(f"number too long for ENUM / SET / BIT: {text[:40]!r}...")
     n = int(text)
     base, args, _unsigned = parse_type(source_type)
-    if base == "bit":
-        bits = args[0] if args else 64  # no width stated (sqlType -7 alone): up to BIT(64), minimal bytes
-        width = max(1, ((bits if args else n.bit_length()) + 7) // 8)
-        if n >> bits:
-            raise Reject(f"out of range for {source_type.upper()}: {n}")
-        return base64.b64encode(n.to_bytes(width, "big")).decode("ascii")
+    if base == "bit":  # no width stated (sqlType -7 alone): up to BIT(64), minimal bytes
+        return base64_from_bit_number(n, bit_width(args[0], "BIT width") if args else None)
     members = _members(source_type)
     if base == "enum":
         if n > len(members):
@@ -361,7 +328,7 @@ def wall_text_in_zone(instant: str, zone: str) -> str:
     """Canonical UTC instant → ``YYYY-MM-DD HH:MM:SS[.f]`` wall clock in ``zone`` (DRS JSON-C)."""
     wall, frac, _z = parse_datetime_text(instant.rstrip("Z"))
     local = (wall.replace(tzinfo=time_zone("UTC")).astimezone(time_zone(zone))).replace(tzinfo=None)
-    return local.strftime("%Y-%m-%d %H:%M:%S") + (f".{frac}" if frac else "")
+    return wall_text(local, " ") + (f".{frac}" if frac else "")
 
 
 def epoch_ms(instant: str) -> int:
@@ -430,7 +397,7 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         vendor_op = optional(obj, "type", str)
         if not vendor_op:
             raise Reject("missing field 'type'")
-        name = vendor_op.upper()
+        name = op_name(vendor_op).upper()
         db = optional(obj, "database", str) or None
         table = optional(obj, "table", str) or None
         if self.table_from_config and db is None and table is None and ctx.default_table and obj.get("data"):
@@ -569,7 +536,7 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         for col, name in (optional(obj, "mysqlType", dict) or {}).items():
             if not isinstance(name, str) or isinstance(name, Num):
                 raise Reject(f"mysqlType of column '{col}' should be a type name")
-            out[col] = lower_type(name)
+            out[col] = lower_type(checked_type(name, col))
         return out
 
     def seq(self, obj: dict[str, Any]) -> tuple[int, ...]:

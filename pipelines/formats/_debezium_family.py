@@ -42,6 +42,7 @@ from pipelines.formats.base import (
     Num,
     Reject,
     dumps_exact,
+    op_name,
     optional,
     seq_int,
 )
@@ -135,19 +136,21 @@ OMS_DIALECT = Dialect()
 # ---------------------------------------------------------------- types
 
 
-def schema_types(schema: Any, image: str | None) -> dict[str, tuple[str, str | None, dict]]:
+def schema_types(schema: Any, image: str | None) -> dict[str, tuple[str, str | None, dict]] | None:
     """Column → (primitive type, logical name, parameters) from a Debezium ``schema``: the struct
     field ``image`` (before / after) of an envelope schema, or (``image`` None) the row struct itself
-    (the unwrap SMT's and a record key's schema)."""
+    (the unwrap SMT's and a record key's schema). None when the schema does not describe that image."""
     if not isinstance(schema, dict):
-        return {}
+        return None
     fields = schema.get("fields") if image is None else None
     for part in schema.get("fields") or [] if image is not None else []:
         if isinstance(part, dict) and part.get("field") == image and isinstance(part.get("fields"), list):
             fields = part["fields"]
             break
+    if not isinstance(fields, list):
+        return None
     out = {}
-    for f in fields if isinstance(fields, list) else []:
+    for f in fields:
         if isinstance(f, dict) and isinstance(f.get("field"), str):
             params = f.get("parameters") if isinstance(f.get("parameters"), dict) else {}
             out[f["field"]] = (str(f.get("type") or "").lower(), str(f.get("name") or "").lower() or None, params)
@@ -164,8 +167,8 @@ def resolve_type(
     if declared and declared[1] in LOGICAL_TYPES:
         reported, unit = LOGICAL_TYPES[declared[1]]
         if unit == "b64":
-            scale = str(declared[2].get("scale", "0"))
-            precision = declared[2].get("connect.decimal.precision")
+            scale = _parameter(declared[2], "scale", V.MAX_EXPONENT) or "0"
+            precision = _parameter(declared[2], "connect.decimal.precision", 1000)
             reported = f"decimal({precision},{scale})" if precision else "decimal"
             if not precision and scale == "0" and V.family(configured.get(column)) == "uint64":
                 reported = configured[column].lower()  # bigint.unsigned.handling.mode=precise
@@ -220,7 +223,7 @@ def to_canonical(value: Any, reported: str | None, unit: str, dialect: Dialect =
         return V.date_from_epoch_days(value)
     if fam == "time" and is_number:
         if unit == "ns":
-            return _time_from_nanos(value)
+            return V.time_from_nanos(value)
         return V.time_from_micros(int(V.canon_int(value)) * (1000 if unit == "ms" else 1))
     if fam == "datetime" and is_number:
         if unit == "ns":
@@ -251,11 +254,25 @@ def _unscaled(text: str, scale: str) -> str:
     return V.canon_decimal(f"{unscaled}E{-int(V.canon_int(scale or '0'))}")  # text: no context rounding
 
 
+def _parameter(params: dict, name: str, limit: int) -> str | None:
+    """A numeric schema parameter (Decimal ``scale``, ``connect.decimal.precision``) as ASCII integer text
+    of at most ``limit`` in absolute value, or None when absent; else Reject (it becomes a type name and
+    an exponent)."""
+    value = params.get(name)
+    if value is None:
+        return None
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else "?"
+    if not (text.lstrip("-").isascii() and text.lstrip("-").isdigit() and len(text) <= 6 and abs(int(text)) <= limit):
+        raise Reject(f"schema parameter {name} {text[:40]!a} is not an integer of at most {limit}")
+    return str(int(text))
+
+
 def _bits(text: str, length: str, dialect: Dialect) -> str:
     """io.debezium.data.Bits: Java ``BitSet.toByteArray()`` (little-endian, trailing zero bytes dropped)
-    → the column's big-endian bytes, ``ceil(length / 8)`` of them (MySQL BIT(64) b'11111000111' → 00..07C7)."""
+    → the column's big-endian bytes, ``ceil(length / 8)`` of them (MySQL BIT(64) b'11111000111' → 00..07C7).
+    ``length`` is held to MySQL BIT's 64 (:func:`values.bit_width`); without one, the bytes as sent."""
     data = base64.b64decode(_binary(text, dialect))[::-1]
-    width = (int(length) + 7) // 8 if length.isdigit() else len(data)
+    width = (V.bit_width(length, "Bits length") + 7) // 8 if length != "" else len(data)
     if len(data) > width:
         raise Reject(f"Bits value of {len(data)} bytes is longer than its length {length}")
     return V.base64_from_bytes(data.rjust(width, b"\0"))
@@ -281,24 +298,31 @@ def _iso_duration(micros: int) -> str:
     return f"{sign}PT{secs}" + (f".{frac:06d}".rstrip("0") if frac else "") + "S"
 
 
-def _time_from_nanos(value: Any) -> str:
-    nanos = int(V.canon_int(value))
-    secs, frac = divmod(nanos, 10**9)
-    return V.time_from_micros(secs * 10**6) + (f".{frac:09d}".rstrip("0") if frac else "")
-
-
 def canonical_image(
-    image: Any, name: str, declared: dict, configured: dict[str, str], dialect: Dialect = OMS_DIALECT
+    image: Any,
+    name: str,
+    declared: dict | None,
+    configured: dict[str, str],
+    dialect: Dialect = OMS_DIALECT,
+    described: bool = False,
 ) -> tuple[dict | None, dict[str, str]]:
-    """A Debezium image object → (canonical image, column types used)."""
+    """A Debezium image object → (canonical image, column types used).
+
+    ``described``: the message's schema types the envelope's images, so a column it does not type in
+    this image (``declared``) takes its configured type, or the message is refused: its raw text next
+    to a type from the other image, or from nowhere, would be a mislabel (a Base16 value read as Base64).
+    """
     if image is None:
         return None, {}
     if not isinstance(image, dict):
         raise Reject(f"'{name}' should be an object")
+    declared = declared or {}
     out: dict[str, str | None] = {}
     types: dict[str, str] = {}
     for col, value in image.items():
         reported, unit = resolve_type(col, declared.get(col), configured, dialect)
+        if described and reported is None:  # not in the image's schema, or there without a type we read
+            raise Reject(f"column {col[:60]!a} in '{name}' has no type in the message's schema, and none is configured")
         try:
             out[col] = to_canonical(value, reported, unit, dialect)
         except Reject as exc:
@@ -328,11 +352,10 @@ def from_canonical(value: str | None, col_type: str | None) -> Any:
     if fam == "date":
         return Num(str((V.parse_datetime_text(value)[0].date() - V.EPOCH_DATE).days))
     if fam == "time":
-        h, m, rest = value.split(":")
-        secs, _, frac = rest.partition(".")
-        if len(frac) > 6 or int(h) >= 24:
-            return value
-        return Num(str((int(h) * 3600 + int(m) * 60 + int(secs)) * 10**6 + int((frac or "0").ljust(6, "0"))))
+        nanos = V.time_nanos(value)  # signed: a negative MySQL TIME is a negative count
+        if nanos % 1000 or abs(nanos) >= 24 * 3600 * 10**9:
+            return value  # finer than µs, or beyond a day: the text, which the decoder reads as well
+        return Num(str(nanos // 1000))
     if fam == "datetime":
         dt, frac, _ = V.parse_datetime_text(value)
         if len(frac) > 3:
@@ -410,7 +433,7 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
         op_text = env.get("op")
         if not isinstance(op_text, str):
             raise Reject("missing field 'op'")
-        op = self.ops.get(op_text if op_text in self.ops else op_text.lower())
+        op = self.ops.get(op_text if op_text in self.ops else op_name(op_text).lower())
         if op is None:
             raise Reject(f"unknown op '{op_text}'")
         source = optional(env, "source", dict) or {}
@@ -442,8 +465,15 @@ class DebeziumEnvelopeDecoder(JsonDecoder):
             raise Reject(f"row change ({op_text}) without source.pos: an incremental change needs it to be ordered")
         configured = {k: v for k, v in ctx.column_types(db, table).items()}
         dialect = self.dialect(ctx)
-        before, tb = canonical_image(env.get("before"), "before", schema_types(schema, "before"), configured, dialect)
-        after, ta = canonical_image(env.get("after"), "after", schema_types(schema, "after"), configured, dialect)
+        declared = {part: schema_types(schema, part) for part in ("before", "after")}
+        described = any(d is not None for d in declared.values())  # else payload-only (or a schema of neither)
+        before, tb = canonical_image(env.get("before"), "before", declared["before"], configured, dialect, described)
+        after, ta = canonical_image(env.get("after"), "after", declared["after"], configured, dialect, described)
+        for col in tb.keys() & ta.keys():
+            if V.family(tb[col]) != V.family(ta[col]):
+                raise Reject(
+                    f"column {col[:60]!a} is typed differently in 'before' ({tb[col]}) and 'after' ({ta[col]})"
+                )
         if key is not None and op == "DELETE" and before is None:
             before, tb = dict(key[0]), dict(key[1])  # no before-image (MongoDB, REPLICA IDENTITY NOTHING): the key
         if op in ("INSERT", "SNAPSHOT", "UPDATE") and after is None:
@@ -554,9 +584,7 @@ def schema_for(change: Change) -> dict[str, Any]:
 
 def _epoch_ms(instant: str) -> str:
     """A canonical instant → whole epoch milliseconds (Debezium's ts_ms unit)."""
-    dt, frac, _ = V.parse_datetime_text(instant)
-    delta = dt - V.datetime(1970, 1, 1)
-    return str((delta.days * 86400 + delta.seconds) * 1000 + int((frac or "0").ljust(3, "0")[:3]))
+    return str(V.epoch_nanos(instant) // 10**6)
 
 
 def _ordering(source: dict[str, Any]) -> tuple[int, ...]:

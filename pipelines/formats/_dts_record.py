@@ -418,11 +418,39 @@ def image_value(item: Any) -> tuple[Any, str | None]:
         return V.canon_instant(text.replace("T", " ") + " " + body["timezone"]), "timestamp with time zone"
     if kind in ("BinaryObject", "BinaryGeometry"):
         return V.base64_from_bytes(body["value"]), _KIND_TYPES[kind] if kind != "BinaryObject" else (
-            body["type"] or "blob"
-        ).lower()
+            V.checked_type(body["type"] or "blob").lower()
+        )
     if kind in ("TextObject", "TextGeometry"):
-        return body["value"], (body["type"] or "text").lower() if kind == "TextObject" else "geometry"
+        return body["value"], V.checked_type(body["type"] or "text").lower() if kind == "TextObject" else "geometry"
     raise Reject(f"unknown image value kind {kind}")
+
+
+def _integer(col: str, value: str, col_type: str, configured: dict[str, str], part: str) -> tuple[str, str]:
+    """(value, type) of an Integer record by its column's type: the value in the type's range (a BIGINT
+    value above 2^63 - 1 proves an unconfigured column BIGINT UNSIGNED: OMS drops UNSIGNED); a BIT
+    column's number as its bytes (seed 000's Avro table writes BIT as INTEGER)."""
+    fam = V.family(col_type)
+    try:
+        if fam == "int":
+            _text, proved = V.canon_int_of_type(value, col_type)
+            if proved and configured.get(col):
+                raise Reject(f"out of range for the configured {col_type.upper()[:60]}: {value}")
+            return value, proved or col_type
+        if fam == "uint64":
+            V.canon_uint64(value)
+        if fam == "bytes":
+            args = V.parse_type(col_type)[1]
+            return V.base64_from_bit_number(int(value), V.bit_width(args[0], "BIT width") if args else None), col_type
+    except Reject as exc:
+        raise Reject(f"column '{col}' in {part}: {exc}") from None
+    return value, col_type
+
+
+def _label_differs(col_type: str | None, kind_type: str | None) -> bool:
+    """True where a column's type names a family other than its value's kind, and not a text one (text
+    holds any value): a Character under a BIGINT type must be an integer, never a mislabelled text."""
+    fam = V.family(col_type)
+    return fam not in ("string", "json") and fam != V.family(kind_type)
 
 
 def _decimal_type(body: dict[str, Any]) -> str:
@@ -477,6 +505,12 @@ class DtsRecordDecoder(Decoder):
         fields = rec.get("fields")
         if not isinstance(fields, list):
             raise Reject(f"{operation} record without a 'fields' list")
+        if len(fields) > ctx.max_width:  # the JSON formats' limit on one array holds for Avro's too
+            raise Reject(f"'fields' has {len(fields)} entries, over limits.max_width ({ctx.max_width})")
+        names = [f["name"] for f in fields]
+        if len(set(names)) != len(names):
+            twice = next(n for i, n in enumerate(names) if n in names[:i])
+            raise Reject(f"duplicate field name {twice[:60]!a} in 'fields': which value counts is ambiguous")
         mysql = _source_type(rec) == "MySQL"
         configured = ctx.column_types(db, table)
         types: dict[str, str] = {}
@@ -490,7 +524,6 @@ class DtsRecordDecoder(Decoder):
             before = None
         if op == "DELETE":
             after = None
-        names = [f["name"] for f in fields]
         image = after if after is not None else before
         changed = tuple(image) if image is not None and len(image) < len(names) else None
         key = _pk_uk(rec.get("tags") or {}) or ctx.key_columns(db, table)
@@ -530,8 +563,13 @@ class DtsRecordDecoder(Decoder):
             )
             if col_type in ("decimal",) and kind_type and kind_type.startswith("decimal("):
                 col_type = kind_type
-            if col_type == "bigint" and value is not None and not configured.get(col) and int(value) > V.INT64_MAX:
-                col_type = "bigint unsigned"
+            if kind_type == "bigint" and value is not None:  # an Integer record: read by its column's type
+                out[col], col_type = _integer(col, value, col_type, configured, part)
+            elif value is not None and _label_differs(col_type, kind_type):
+                try:  # a value of one kind under another family's type: canonical for that family, or Reject
+                    out[col] = V.canonical(V.family(col_type), value)
+                except Reject as exc:
+                    raise Reject(f"column '{col}' ({col_type}) in {part}: {exc}") from None
             if col_type:
                 types[col] = col_type
         return out
@@ -602,30 +640,36 @@ def _avro_value(value: str | None, col_type: str | None) -> Any:
         if base == "binary":
             return (NS + "Character", {"charset": "binary", "value": base64.b64decode(value)})
         return (NS + "BinaryObject", {"type": base.upper(), "value": base64.b64decode(value)})
-    if fam in ("date", "time", "datetime"):
-        dt, frac, _ = V.parse_datetime_text(value if fam != "time" else "1970-01-01 " + value)
-        micros = int((frac or "0").ljust(6, "0")[:6])
-        parts = {
-            "year": dt.year,
-            "month": dt.month,
-            "day": dt.day,
-            "hour": dt.hour,
-            "minute": dt.minute,
-            "second": dt.second,
-            "millis": micros,
-        }
-        if fam == "date":
-            parts.update(hour=None, minute=None, second=None, millis=None)
-        if fam == "time":
-            parts.update(year=None, month=None, day=None)
-        return (NS + "DateTime", parts)
-    if fam == "timestamp":
+    if fam == "time":
+        nanos = V.time_nanos(value)
+        if nanos % 1000:
+            raise ValueError(f"DTS Avro carries microseconds at most: TIME {value}")
+        secs, micros = divmod(abs(nanos) // 1000, 10**6)
+        sign = -1 if nanos < 0 else 1  # any negative part makes the TIME negative (the SDK's reading)
+        parts = {"hour": secs // 3600, "minute": secs // 60 % 60, "second": secs % 60, "millis": micros}
+        parts = {k: sign * v for k, v in parts.items()}
+        return (NS + "DateTime", {"year": None, "month": None, "day": None, **parts})
+    if fam in ("date", "datetime"):
         dt, frac, _ = V.parse_datetime_text(value)
-        secs = int((dt - V.datetime(1970, 1, 1)).total_seconds())
-        return (NS + "Timestamp", {"timestamp": secs, "millis": int((frac or "0").ljust(6, "0")[:6])})
+        parts = {"year": dt.year, "month": dt.month, "day": dt.day}
+        if fam == "datetime":
+            parts.update(hour=dt.hour, minute=dt.minute, second=dt.second, millis=_micros(frac, value))
+        return (NS + "DateTime", {"hour": None, "minute": None, "second": None, "millis": None, **parts})
+    if fam == "timestamp":
+        nanos = V.epoch_nanos(value)
+        secs, micros = divmod(nanos // 1000, 10**6)
+        _micros(f"{nanos % 10**9:09d}", value)
+        return (NS + "Timestamp", {"timestamp": secs, "millis": micros})
     if fam == "json":
         return (NS + "TextObject", {"type": "JSON", "value": value})
     return (NS + "Character", {"charset": "utf8mb4", "value": value.encode("utf-8")})
+
+
+def _micros(frac: str, value: str) -> int:
+    """A fraction of a second as the microseconds DTS carries, or ValueError: an encoder never truncates."""
+    if frac[6:].strip("0"):
+        raise ValueError(f"DTS Avro carries microseconds at most: {value}")
+    return int((frac or "0").ljust(6, "0")[:6])
 
 
 def to_record(change: Change) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pipelines.formats._oms_values import convert_image, epoch_field, epoch_seconds_text, text_field, to_vendor
+from pipelines.formats._oms_values import convert_image, epoch_field, text_field, to_vendor
 from pipelines.formats.base import (
     Change,
     DecodeContext,
@@ -36,6 +36,7 @@ from pipelines.formats.base import (
     optional,
     require,
 )
+from pipelines.values import epoch_seconds_text
 
 _ROW_KINDS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "ROW": "SNAPSHOT"}
 _SEP = "\u0001"

@@ -22,24 +22,24 @@ Decisions:
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from typing import Any
 
 from pipelines.errors import InvalidValue
 from pipelines.formats.base import Image, Num, Reject, canon_image, dumps_exact
 from pipelines.values import (
+    EPOCH_RE,
+    JSON_NUMBER_RE,
     canon_base64,
     canon_date,
     canon_instant,
     canonical,
+    epoch_seconds_text,
     family,
     instant_from_epoch,
     parse_datetime_text,
+    wall_text,
 )
-
-_EPOCH_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
-_JSON_NUMBER_RE = re.compile(r"^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$")
 
 
 def exact_text(value: Any) -> str | None:
@@ -85,12 +85,10 @@ def _convert(source_type: str | None, value: Any, oracle: bool) -> str | None:
     if fam == "bool" and isinstance(value, bool):
         return "true" if value else "false"
     text = value if isinstance(value, str) else dumps_exact(value)
-    if fam in ("int", "uint64", "decimal", "float"):
-        _check_exponent(text)
     if fam == "timestamp":
-        return _instant_from_epoch_text(text) if _EPOCH_RE.match(text.strip()) else canon_instant(text)
+        return _instant_from_epoch_text(text) if EPOCH_RE.fullmatch(text.strip()) else canon_instant(text)
     if fam == "datetime":
-        if _EPOCH_RE.match(text.strip()):
+        if EPOCH_RE.fullmatch(text.strip()):
             return _instant_from_epoch_text(text)[:-1]
         return wall_clock(text)
     if fam == "date" and oracle and len(text.strip()) > 10:
@@ -102,17 +100,6 @@ def _convert(source_type: str | None, value: Any, oracle: bool) -> str | None:
     return canonical(fam, text)
 
 
-def _check_exponent(text: str) -> None:
-    """Refuse exponents that would expand to huge plain text (``1e999999999``)."""
-    if "e" in text.lower():
-        try:
-            exponent = Decimal(text.strip()).adjusted()
-        except ArithmeticError:
-            return  # the canonicaliser rejects it with its own reason
-        if abs(exponent) > 1000:
-            raise Reject(f"number exponent out of range: {text[:60]!r}")
-
-
 def epoch_field(value: Any, unit: str, name: str) -> str | None:
     """A message-level epoch time field (seconds or ms, optional fraction) → UTC instant, or Reject."""
     if value is None:
@@ -120,7 +107,7 @@ def epoch_field(value: Any, unit: str, name: str) -> str | None:
     text = value.strip() if isinstance(value, str) else dumps_exact(value)
     if not text:
         return None
-    if len(text) > 40 or not _EPOCH_RE.match(text):
+    if len(text) > 40 or not EPOCH_RE.fullmatch(text):
         raise Reject(f"field '{name}' is not an epoch time: {text[:60]!r}")
     return instant_from_epoch(text, unit)
 
@@ -129,7 +116,7 @@ def wall_clock(text: str) -> str:
     """``YYYY-MM-DD HH:mm:ss[.f] [zoneId]`` → ``YYYY-MM-DDTHH:MM:SS[.f]`` (zone dropped, see module doc)."""
     dt, frac, _zone = parse_datetime_text(text)
     frac = frac.rstrip("0")
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + (f".{frac}" if frac else "")
+    return wall_text(dt) + (f".{frac}" if frac else "")
 
 
 def _instant_from_epoch_text(text: str) -> str:
@@ -158,24 +145,12 @@ def to_vendor(source_type: str | None, canon: str | None) -> Any:
     if fam == "bool":
         return Num("1" if canon == "true" else "0")
     if fam in ("int", "uint64", "decimal", "float"):
-        return Num(canon) if _JSON_NUMBER_RE.match(canon) else canon
+        return Num(canon) if JSON_NUMBER_RE.fullmatch(canon) else canon
     if fam == "timestamp":
         return epoch_seconds_text(canon)
     if fam == "datetime":
         return canon.replace("T", " ", 1)
     return canon
-
-
-def epoch_seconds_text(instant: str) -> str:
-    """``YYYY-MM-DDTHH:MM:SS[.f]Z`` → OMS TIMESTAMP ``sec[.fraction]``."""
-    from datetime import datetime
-
-    body = instant[:-1] if instant.endswith("Z") else instant
-    main, _, frac = body.partition(".")
-    delta = datetime.strptime(main, "%Y-%m-%dT%H:%M:%S") - datetime(1970, 1, 1)
-    secs = delta.days * 86400 + delta.seconds
-    nanos = secs * 10**9 + int((frac or "0").ljust(9, "0"))
-    return format(Decimal(nanos).scaleb(-9).normalize(), "f") if nanos % 10**9 else str(secs)
 
 
 def text_field(meta: dict, name: str) -> str | None:

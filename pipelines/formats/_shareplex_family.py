@@ -33,6 +33,7 @@ from pipelines.formats.base import (
     Num,
     Reject,
     dumps_exact,
+    op_name,
     optional,
     require,
     seq_int,
@@ -63,7 +64,7 @@ class SharePlexFamily(JsonDecoder):
     def _decode(self, obj: dict[str, Any], ctx: DecodeContext) -> Change:
         meta = require(obj, "meta", dict)
         op_text = require(meta, "op")
-        op = self.op_map.get(op_text.lower())
+        op = self.op_map.get(op_name(op_text).lower())
         if op is None:
             raise Reject(f"unknown op '{op_text[:40]}'")
         qualified = optional(meta, "table")

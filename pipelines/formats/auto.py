@@ -95,7 +95,7 @@ from pipelines.formats.base import (
 )
 
 _DRS_MARKERS = ("jobId", "shardId", "identifier", "eventId")
-_EPOCH_SECONDS = re.compile(r"\d{9,11}(\.\d{1,9})?")
+_EPOCH_SECONDS = re.compile(r"\d{9,11}(\.\d{1,9})?", re.ASCII)
 AVRO_ORDER = ("oms_avro", "dts_avro")
 #: Exactly the ``source`` fields OMS writes in its Debezium formats (seed 000/001).
 OMS_SOURCE_FIELDS = frozenset({"version", "connector", "name", "ts_ms", "db", "table", "pos"})

@@ -19,7 +19,9 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -46,6 +48,14 @@ DEFAULT_MAX_WIDTH = 100_000
 DEFAULT_MAX_ELEMENTS = 1_000_000
 #: Longest ordering component: silver sorts sequences as 20-digit zero-padded text.
 MAX_SEQ_DIGITS = 20
+#: The text one message may give silver (every name, value, type and statement of its changes, as
+#: silver stores them: col_types once per change) is at most OUTPUT_RATIO × its bytes + OUTPUT_SLACK
+#: characters. Real messages stay below: an UPDATE of short values is about 2× (two images), and
+#: the extreme real shape, thousands of one-character rows of a table whose one column is a
+#: 900-character ENUM, about 40× (its type repeated per row). A message of 1,000 column types and
+#: 10,000 empty rows asked for 10 million col_types entries (1,270×).
+OUTPUT_RATIO = 64
+OUTPUT_SLACK = 1 << 20
 
 
 class Image(dict):
@@ -120,6 +130,81 @@ class DecodeContext:
         return tuple(spec.key) if spec else ()
 
 
+@dataclass
+class Budget:
+    """What one message may make silver store (see :data:`OUTPUT_RATIO`), spent change by change."""
+
+    size: int  # bytes of the message (value and key)
+    value_chars: int  # longest value: the limits' max_message_bytes
+    spent: int = 0
+    #: id → (change, its text, its longest value) of each change charged (held: its id stays its own)
+    charged: dict[int, tuple[Change, int, int]] = field(default_factory=dict)
+
+    @property
+    def limit(self) -> int:
+        return OUTPUT_RATIO * self.size + OUTPUT_SLACK
+
+    def spend(self, change: Change) -> None:
+        chars, longest = change_text(change)
+        self.charged[id(change)] = (change, chars, longest)
+        self.spent += chars
+        self.check(self.spent, longest)
+
+    def sizes(self, change: Change) -> tuple[int, int]:
+        """(text, longest value) of a change, as charged when it was made (decoders do not change a
+        change's images afterwards), else counted now."""
+        hit = self.charged.get(id(change))
+        return (hit[1], hit[2]) if hit is not None and hit[0] is change else change_text(change)
+
+    def check(self, chars: int, longest: int) -> None:
+        """Reject when ``chars`` of text in all or one value of ``longest`` characters exceed the budget."""
+        if longest > self.value_chars:
+            raise Reject(
+                f"a decoded value is longer than {self.value_chars} characters (limits.max_message_bytes): "
+                "the message's values would outgrow the message"
+            )
+        if chars > self.limit:
+            raise Reject(
+                f"the message's changes come to over {self.limit} characters of text, its budget "
+                f"({OUTPUT_RATIO} × its {self.size} bytes + {OUTPUT_SLACK}): a message may not multiply itself"
+            )
+
+
+_BUDGET: ContextVar[Budget | None] = ContextVar("lakecdc_message_budget", default=None)
+
+
+@contextmanager
+def message_budget(size: int, max_value_chars: int) -> Iterator[Budget]:
+    """While one message is decoded: every :class:`Change` created is charged to its budget (so a
+    message that would outgrow it stops at the change that crosses it, before the rest is built)."""
+    budget = Budget(size, max_value_chars)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
+
+
+def change_text(ch: Change) -> tuple[int, int]:
+    """(characters of text silver stores for a change, longest value): names, values, types, statement,
+    invalid texts. (0, 0) for a change that is not text where it should be: :func:`check_changes` names it."""
+    try:
+        total = sum(len(t) for t in (ch.db, ch.table, ch.schema, ch.event_time, ch.txn, ch.ddl, ch.detail) if t)
+        total += sum(map(len, ch.key_columns)) + sum(map(len, ch.changed or ()))
+        longest = 0
+        for image in (ch.before, ch.after):
+            if image:
+                lengths = list(map(len, filter(None, image.values())))  # NULL (and "") add nothing
+                total += sum(map(len, image)) + sum(lengths)
+                longest = max(longest, max(lengths, default=0))
+        for mapping in (ch.col_types, ch.invalid):
+            if mapping:
+                total += sum(map(len, mapping)) + sum(map(len, mapping.values()))
+        return total, longest
+    except (TypeError, AttributeError):
+        return 0, 0
+
+
 #: When a field of :class:`Change` shows in its JSON view (the ``json_when`` of the field's metadata).
 JSON_ALWAYS, JSON_ROW_OPS, JSON_DDL, JSON_WHEN_SET = "always", "row ops", "ddl", "when set"
 
@@ -165,6 +250,9 @@ class Change:
         if self.invalid is None:
             found = {**getattr(self.before, "invalid", {}), **getattr(self.after, "invalid", {})}
             self.invalid = found or None
+        budget = _BUDGET.get()
+        if budget is not None:  # decoding one message: its budget pays for the change as it is made
+            budget.spend(self)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The stable JSON shape printed by ``lakecdc decode``: the fields in their declared order, tuples
@@ -179,17 +267,22 @@ class Change:
         return out
 
 
-def check_changes(changes: Any) -> list[Change]:
+def check_changes(changes: Any, budget: Budget | None = None) -> list[Change]:
     """The decoded changes if silver can store every one of them exactly, else Reject naming the field.
 
     One check for every decoder (silver's ``decode_message`` calls it): a list of :class:`Change`,
     each op known, every name, value, type, key, detail and statement a ``str`` that UTF-8 can
     encode (a lone surrogate such as ``"t\\ud800"`` cannot; it would fail the whole Arrow batch),
     type names at most :data:`MAX_TYPE_CHARS` long, and ``seq`` non-negative integers of at most
-    :data:`MAX_SEQ_DIGITS` digits (silver sorts them as fixed-width text).
+    :data:`MAX_SEQ_DIGITS` digits (silver sorts them as fixed-width text). With the message's
+    ``budget``, the text of all changes (counted again, whatever happened to them after they were
+    made) within it, and no value longer than its per-value limit.
     """
     if not isinstance(changes, list) or not all(isinstance(ch, Change) for ch in changes):
         raise Reject(f"decoder returned {type(changes).__name__}, not a list of changes")
+    if budget is not None:
+        sizes = [budget.sizes(ch) for ch in changes]
+        budget.check(sum(chars for chars, _ in sizes), max((longest for _, longest in sizes), default=0))
     for ch in changes:
         if not _storable(ch):
             _check_change(ch)
@@ -502,6 +595,14 @@ def seq_int(value: Any, field_name: str) -> int:
     if len(text.lstrip("0")) > MAX_SEQ_DIGITS:
         raise Reject(f"ordering field '{field_name}' has more than {MAX_SEQ_DIGITS} digits: {text[:40]!r}...")
     return int(text)
+
+
+def op_name(text: str) -> str:
+    """A vendor op name a decoder folds to its table's case: ASCII only, else Reject. ``str.upper()``
+    maps ``ı`` to ``I`` and ``ſ`` to ``S``, so ``ıNSERT`` and ``INſERT`` would read as INSERT."""
+    if not text.isascii():
+        raise Reject(f"unknown op {text[:40]!a}: op names are ASCII")
+    return text
 
 
 def split_table(qualified: str) -> tuple[str | None, str]:

@@ -35,8 +35,6 @@ Decisions (each pinned by a test in tests/unit/test_fmt_dataworks_kafka.py):
 
 from __future__ import annotations
 
-import re
-from datetime import datetime
 from typing import Any
 
 from pipelines import values
@@ -52,7 +50,6 @@ from pipelines.formats.base import (
 )
 
 ROW_ID = "#alibaba_rds_row_id#"
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _ROW_OPS = {
     "INSERT": "INSERT",
     "UPDATE_BEFOR": "DELETE",
@@ -72,10 +69,12 @@ _TYPE_NAMES = {
     "STRING": "string",
 }
 _VENDOR_TYPES = {v: k for k, v in _TYPE_NAMES.items()}
+#: Families DataWorks writes as DATE: it has no other type for a date or a time.
+_TIME_FAMILIES = ("date", "datetime", "timestamp")
 
 
 def _col_type(vendor: str) -> str:
-    return _TYPE_NAMES.get(vendor.upper(), vendor.lower())
+    return _TYPE_NAMES.get(vendor.upper(), vendor.lower()) if vendor.isascii() else vendor  # 'BYTEſ' is no BYTES
 
 
 def _convert(column: str, value: Any, col_type: str | None) -> str | None:
@@ -94,10 +93,7 @@ def _convert(column: str, value: Any, col_type: str | None) -> str | None:
         if col_type == "long":
             if isinstance(value, bool):
                 raise Reject("LONG expected, got a boolean")
-            text = values.canon_int(value)
-            if not values.INT64_MIN <= int(text) <= values.INT64_MAX:
-                raise Reject(f"LONG out of the signed 64-bit range: {text[:40]}")
-            return text
+            return values.canon_int64(value)
         if col_type == "boolean":
             return values.canon_bool(value)
         if col_type is None or col_type == "string":
@@ -207,7 +203,7 @@ class DataWorksKafkaDecoder(JsonDecoder):
         for col in columns:
             if not isinstance(col, dict) or not _is_text(col.get("name")) or not _is_text(col.get("type")):
                 raise Reject("schema.dataColumn entries must be objects with string 'name' and 'type'")
-            types[col["name"]] = _col_type(col["type"])
+            types[col["name"]] = _col_type(values.checked_type(col["type"], col["name"]))
         return types, dict(types)
 
     @staticmethod
@@ -233,7 +229,7 @@ class DataWorksKafkaDecoder(JsonDecoder):
             if change.schema is not None:
                 source["schemaName"] = change.schema
         schema = {
-            "dataColumn": [{"name": c, "type": _VENDOR_TYPES.get(t, t.upper())} for c, t in types.items()]
+            "dataColumn": [{"name": c, "type": _vendor_type(t)} for c, t in types.items()]
             if change.col_types is not None
             else None,
             "primaryKey": key,
@@ -282,14 +278,18 @@ def _default_vendor_op(change: Change) -> str:
 
 
 def _epoch_ms(instant: str) -> str:
-    """``YYYY-MM-DDTHH:MM:SS[.fff]Z`` → epoch milliseconds text (inverse of instant_from_epoch)."""
-    text = instant.rstrip("Z")
-    whole, _, frac = text.partition(".")
-    dt = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S")
-    if len(frac) > 3:
+    """``YYYY-MM-DDTHH:MM:SS[.fff][Z]`` → epoch milliseconds text (inverse of instant_from_epoch)."""
+    nanos = values.epoch_nanos(instant)
+    if nanos % 10**6:
         raise ValueError(f"DataWorks DATE holds milliseconds only: {instant}")
-    seconds = (dt - datetime(1970, 1, 1)).days * 86400 + (dt - datetime(1970, 1, 1)).seconds
-    return str(seconds * 1000 + int((frac + "000")[:3]))
+    return str(nanos // 10**6)
+
+
+def _vendor_type(col_type: str) -> str:
+    """The DataWorks type a column is written with: DATE (epoch ms) for every date and time of day."""
+    if values.family(col_type) in _TIME_FAMILIES:
+        return "DATE"
+    return _VENDOR_TYPES.get(col_type, col_type.upper())
 
 
 def _encode_value(value: str | None, col_type: str | None) -> Any:
@@ -299,10 +299,10 @@ def _encode_value(value: str | None, col_type: str | None) -> Any:
         return Num(value)
     if col_type == "double":
         # NaN / Infinity cannot be JSON numbers: written as strings, read back the same
-        return Num(value) if _JSON_NUMBER.fullmatch(value) else value
+        return Num(value) if values.JSON_NUMBER_RE.fullmatch(value) else value
     if col_type == "boolean":
         return value == "true"
-    if col_type == "timestamp":
+    if values.family(col_type) in _TIME_FAMILIES:  # DATE: 13-digit ms, read back as the UTC instant
         return Num(_epoch_ms(value))
     return value
 

@@ -70,6 +70,7 @@ from pipelines.formats._debezium_family import (
     OPS,
     DebeziumEnvelopeDecoder,
     Dialect,
+    _epoch_ms,
     canonical_image,
     schema_types,
 )
@@ -96,7 +97,7 @@ SOURCE_FIELDS = frozenset(
     "redo_thread user_name collection h tord stxnid".split()
 )
 _BINARY_MODES = {"bytes": "base64", "base64": "base64", "base64-url-safe": "base64-url-safe", "hex": "base16"}
-_GTID_TAIL = re.compile(r"[:-](\d+)$")
+_GTID_TAIL = re.compile(r"[:-](\d+)$", re.ASCII)
 
 
 class DebeziumDecoder(DebeziumEnvelopeDecoder):
@@ -260,7 +261,7 @@ class DebeziumDecoder(DebeziumEnvelopeDecoder):
             detail = op_text
         image_name = "before" if op_text == "d" or is_deleted else "after"
         env = {"op": op_text, "source": source, image_name: columns}
-        row_schema = {"fields": [{"field": image_name, "fields": (schema or {}).get("fields") or []}]}
+        row_schema = {"fields": [{"field": image_name, "fields": schema.get("fields") or []}]} if schema else None
         changes = self.envelope_changes(env, row_schema, ctx, self._key(key_obj, ctx, source))
         for ch in changes:
             ch.detail = detail
@@ -611,15 +612,4 @@ def _vsd(text: str) -> dict[str, Any]:
 
 def _nanos(text: str, fam: str) -> int:
     """Canonical time / datetime → nanoseconds since midnight / the epoch (signed)."""
-    if fam == "time":
-        sign = -1 if text.startswith("-") else 1
-        h, m, rest = text.lstrip("-").split(":")
-        secs, _, frac = rest.partition(".")
-        return sign * ((int(h) * 3600 + int(m) * 60 + int(secs)) * 10**9 + int(frac.ljust(9, "0") or 0))
-    dt, frac, _ = V.parse_datetime_text(text)
-    delta = dt - V.datetime(1970, 1, 1)
-    return (delta.days * 86400 + delta.seconds) * 10**9 + int(frac.ljust(9, "0") or 0)
-
-
-def _epoch_ms(instant: str) -> str:
-    return str(_nanos(instant.rstrip("Z"), "datetime") // 10**6)
+    return V.time_nanos(text) if fam == "time" else V.epoch_nanos(text)

@@ -188,7 +188,9 @@ class DrsAvroDecoder(RegistryFramed, Decoder):
             raise Reject(f"{op_text} record without its sequence ('{f['seq']}'): a row change needs it to be ordered")
         if op == "TRUNCATE":
             return [Change(op="TRUNCATE", **common)]
-        types = {**ctx.column_types(db, table), **(rec.get(f["types"]) or {})}
+        types = {**ctx.column_types(db, table)}
+        for col, name in (rec.get(f["types"]) or {}).items():
+            types[col] = V.checked_type(name, col)
         key = tuple(rec.get(f["key"]) or ()) or ctx.key_columns(db, table)
         data, old = rec.get(f["after"]) or [], rec.get(f["before"]) or []
         rows = data if op != "DELETE" or not old else old
@@ -234,10 +236,7 @@ class DrsAvroDecoder(RegistryFramed, Decoder):
             if change.detail in DEFAULT_OPS and DEFAULT_OPS[change.detail] == change.op
             else {"SNAPSHOT": "INIT"}.get(change.op, change.op)
         )
-        es = 0
-        if change.event_time:
-            dt, frac, _ = V.parse_datetime_text(change.event_time)
-            es = int((dt - V.datetime(1970, 1, 1)).total_seconds()) * 1000 + int((frac or "0").ljust(3, "0")[:3])
+        es = V.epoch_nanos(change.event_time) // 10**6 if change.event_time else 0
         rec: dict[str, Any] = {
             "mysqlType": dict(types) if types else None,
             "id": change.seq[0] if change.seq else 0,
@@ -273,9 +272,7 @@ def _encode_row(image: dict[str, str | None] | None, types: dict[str, str]) -> d
         elif fam == "bytes":
             out[col] = "[" + ", ".join(str(b) for b in base64.b64decode(value)) + "]"
         elif fam == "timestamp":
-            dt, frac, _ = V.parse_datetime_text(value)
-            secs = int((dt - V.datetime(1970, 1, 1)).total_seconds())
-            out[col] = f"{secs}.{frac}" if frac else str(secs)
+            out[col] = V.epoch_seconds_text(value)
         elif fam == "datetime":
             out[col] = value.replace("T", " ")
         else:

@@ -45,16 +45,17 @@ from pipelines.formats.base import (
 from pipelines.formats.dataworks_kafka import _epoch_ms, _is_text
 
 _OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "INIT": "SNAPSHOT", "DDL": "DDL", "INIT_DDL": "DDL"}
-_SHORT_OFFSET = re.compile(r"([+-]\d{2})(?::?(\d{2}))?(?::?\d{2})?$")
+_SHORT_OFFSET = re.compile(r"([+-]\d{2})(?::?(\d{2}))?(?::?\d{2})?$", re.ASCII)
 #: PostgreSQL types that values.family would misread: kept as text.
 _TEXT_TYPES = {"money", "bit", "bit varying", "varbit", "interval"}
 
 
+@values.type_cache
 def _family(col_type: str | None) -> str:
     if not col_type:
         return "string"
     # "timestamp(6) without time zone": values.parse_type reads args only at the end
-    col_type = re.sub(r"^(\w+)\s*\((\d+)\)\s+(with(?:out)? time zone)$", r"\1 \3(\2)", col_type.strip())
+    col_type = re.sub(r"^(\w+)\s*\((\d+)\)\s+(with(?:out)? time zone)$", r"\1 \3(\2)", col_type.strip(), flags=re.ASCII)
     base = values.parse_type(col_type)[0]
     if base in _TEXT_TYPES or "[]" in col_type or col_type.startswith("_"):
         return "string"
@@ -154,7 +155,8 @@ class DrsGaussdbDecoder(JsonDecoder):
         if column_type is not None:
             if not all(_is_text(t) for t in column_type.values()):
                 raise Reject("columnType values should be type names")
-            col_types: dict[str, str] | None = {c: _reported_type(t.lower()) for c, t in column_type.items()}
+            checked = {c: values.checked_type(t, c).lower() for c, t in column_type.items()}
+            col_types: dict[str, str] | None = {c: _reported_type(t) for c, t in checked.items()}
         else:
             col_types = {c: t.lower() for c, t in ctx.column_types(db, table).items()} or None
         types = col_types or {}

@@ -59,7 +59,7 @@ from pipelines.formats.base import (
 from pipelines.formats.dataworks_kafka import _epoch_ms
 
 KEY = ("_id",)
-_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_NUMBER = values.JSON_NUMBER_RE
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 _WS = re.compile(r"\s*")
 _HEX24 = re.compile(r"[0-9a-fA-F]{24}")
@@ -289,8 +289,13 @@ def column_value(value: Any) -> str | None:
             if not _HEX24.fullmatch(hex_id):
                 raise Reject(f"ObjectId is not 24 hexadecimal digits: {hex_id[:40]!r}")
             return hex_id.lower()
-        if kind in ("NumberLong", "NumberInt"):
-            return values.canon_int(_arg(value))
+        if kind == "NumberLong":  # BSON int64
+            return values.canon_int64(_arg(value))
+        if kind == "NumberInt":  # BSON int32
+            text = values.canon_int(_arg(value))
+            if not -(2**31) <= int(text) < 2**31:
+                raise Reject(f"NumberInt out of the 32-bit range: {text[:40]}")
+            return text
         if kind == "NumberDecimal":
             text = str(_arg(value))
             return text if text.lower().lstrip("-+") in ("nan", "inf", "infinity") else values.canon_decimal(text)

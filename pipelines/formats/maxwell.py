@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipelines.formats._canal_family import RowCodec, check_key, epoch_seconds_text, overlay_before
+from pipelines.formats._canal_family import RowCodec, check_key, overlay_before
 from pipelines.formats.base import Change, DecodeContext, JsonDecoder, Num, Reject, dumps_exact, optional
-from pipelines.values import instant_from_epoch
+from pipelines.values import epoch_seconds_text, instant_from_epoch
 
 _ROW_OPS = {"insert": "INSERT", "update": "UPDATE", "delete": "DELETE", "bootstrap-insert": "SNAPSHOT"}
 _CONTROL = {"bootstrap-start", "bootstrap-complete", "heartbeat"}

@@ -42,6 +42,7 @@ from pipelines.formats.base import (
     Num,
     Reject,
     dumps_exact,
+    op_name,
     optional,
     seq_int,
 )
@@ -62,7 +63,7 @@ _OPS = {
 #: RBA digits of ``pos``; the digits before them are the trail file sequence number.
 RBA_DIGITS = 10
 #: GoldenGate's own date-time form: a colon between date and time (``1994-09-30:15:33:00``).
-_GG_DATETIME = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{2}:\d{2})")
+_GG_DATETIME = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{2}:\d{2})", re.ASCII)
 _TIME_FAMILIES = ("date", "datetime", "timestamp")
 
 
@@ -128,7 +129,7 @@ class OggJsonDecoder(RowCodec, JsonDecoder):
         vendor_op = optional(obj, "op_type", str)
         if not vendor_op:
             raise Reject("missing field 'op_type'")
-        op = _OPS.get(vendor_op.strip().upper())
+        op = _OPS.get(op_name(vendor_op).strip().upper())
         if op is None:
             raise Reject(f"unknown op_type {vendor_op[:40]!r}")
         qualified = optional(obj, "table", str)

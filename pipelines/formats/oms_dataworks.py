@@ -22,7 +22,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from pipelines.formats._oms_values import convert_image, epoch_field, epoch_seconds_text, to_vendor
+from pipelines.formats._oms_values import convert_image, epoch_field, to_vendor
 from pipelines.formats.base import (
     Change,
     DecodeContext,
@@ -34,6 +34,7 @@ from pipelines.formats.base import (
     require,
     seq_int,
 )
+from pipelines.values import checked_type, epoch_seconds_text
 
 _ROW_OPS = ("INSERT", "UPDATE", "DELETE")
 _DDL_OPS = ("CREATE", "ALTER", "ERASE", "QUERY", "RENAME", "CINDEX", "DINDEX")
@@ -124,7 +125,7 @@ class OmsDataWorksDecoder(JsonDecoder):
             if not isinstance(col, dict) or not isinstance(col.get("name"), str):
                 raise Reject("schema.column entries should be objects with a name")
             if isinstance(col.get("type"), str):
-                types[col["name"]] = col["type"].lower()
+                types[col["name"]] = checked_type(col["type"], col["name"]).lower()
         return types
 
     # ---------------------------------------------------------------- encode

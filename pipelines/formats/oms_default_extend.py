@@ -12,6 +12,7 @@ from typing import Any
 
 from pipelines.formats._oms_default_family import OmsDefaultFamily
 from pipelines.formats.base import Change, Reject
+from pipelines.values import checked_type
 
 LIGHT_TYPE = "__light_type"
 
@@ -43,7 +44,7 @@ class OmsDefaultExtendDecoder(OmsDefaultFamily):
                 schema_type = spec.get("schemaType") if isinstance(spec, dict) else None
                 if not isinstance(schema_type, str):
                     raise Reject(f"{name}.{LIGHT_TYPE}.{col} has no schemaType text")
-                types[col] = schema_type.lower()
+                types[col] = checked_type(schema_type, col).lower()
         return types
 
     def write_types(self, image: dict[str, Any], change: Change) -> None:

@@ -66,7 +66,7 @@ from typing import Any
 from pipelines.formats import ALL_FORMAT_IDS, get_decoder
 from pipelines.formats.base import Change, DecodeContext, Decoder, TableSpec
 from pipelines.testing.model import MirrorModel, table_name
-from pipelines.values import family
+from pipelines.values import family, wall_text
 
 Row = dict[str, "str | None"]
 
@@ -99,6 +99,8 @@ class Capabilities:
       full images to find a row by (``generate_history(keyless_tables=True)``).
     * ``ts_digits`` – fraction digits of time values the format keeps exactly.
     * ``ddl_detail`` / ``truncate_detail`` – vendor op text the encoder needs for them.
+    * ``carried_types`` – a column type the format carries as another (DataWorks has one DATE type,
+      epoch milliseconds, for every date and time: a DATETIME column arrives as an instant).
     """
 
     seq: str
@@ -118,6 +120,7 @@ class Capabilities:
     ddl_detail: str | None = "ALTER"
     truncate_detail: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    carried_types: dict[str, str] = field(default_factory=dict)
 
 
 #: The reference schema of the source checkout this dev tool runs from (read only).
@@ -162,7 +165,9 @@ CAPABILITIES: dict[str, Capabilities] = {
         keyless=False,
     ),
     "oms_avro": Capabilities(seq="id", snapshot_seq=False, truncate=False),
-    "dataworks_kafka": Capabilities(seq="seq_id", snapshot="insert", split_update=True, ts_digits=3),
+    "dataworks_kafka": Capabilities(
+        seq="seq_id", snapshot="insert", split_update=True, ts_digits=3, carried_types={"datetime": "timestamp"}
+    ),
     "drs_json": Capabilities(seq="id"),
     "drs_json_c": Capabilities(seq="id"),
     "drs_mongo": Capabilities(
@@ -263,7 +268,7 @@ def random_value(rng: random.Random, col_type: str, ts_digits: int = 6) -> str:
         return base64.b64encode(bytes(rng.randrange(256) for _ in range(rng.randint(0, 16)))).decode("ascii")
     if fam in ("datetime", "timestamp"):
         dt = datetime(1970, 1, 2) + timedelta(seconds=rng.randint(0, 4_000_000_000))
-        text = dt.strftime("%Y-%m-%dT%H:%M:%S") + _frac(rng, ts_digits)
+        text = wall_text(dt) + _frac(rng, ts_digits)
         return text + "Z" if fam == "timestamp" else text
     if rng.random() < 0.5:
         return rng.choice(_TEXTS)
@@ -338,7 +343,7 @@ class _Clock:
 
 def _iso_ms(ms: int) -> str:
     dt = datetime(1970, 1, 1) + timedelta(milliseconds=ms)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}".rstrip("0").rstrip(".") + "Z"
+    return wall_text(dt) + f".{ms % 1000:03d}".rstrip("0").rstrip(".") + "Z"
 
 
 def _seq_for(kind: str, ms: int, inc: int, counter: int) -> tuple[int, ...]:
@@ -383,7 +388,7 @@ def _make_tables(
         extra = rng.sample(_EXTRA_TYPES, rng.randint(2, len(_EXTRA_TYPES)))
         cols = dict(key_cols)
         for j, t in enumerate(extra):
-            cols[f"c{j}_{t.split('(')[0].replace(' ', '_')}"] = t
+            cols[f"c{j}_{t.split('(')[0].replace(' ', '_')}"] = caps.carried_types.get(t, t)
         tables.append(TableDef(db=db, name=f"t{i}", key=tuple(key_cols), columns=cols))
     return tables
 

@@ -24,6 +24,34 @@ string / json   the text                        STRING
 Fractions keep up to 9 digits with trailing zeros removed. Nothing here ever goes
 through a float.
 
+Bounds (docs/exact-values-bounds.md states them for users): numbers are ASCII digits with an optional
+sign, point and exponent, at most 4,000 characters and an exponent of at most 400; an int is within
+BIGINT (a BIGINT UNSIGNED up to 2^64 - 1); a DOUBLE's text is finite as a double, NaN and Infinity
+only as words, written ``NaN`` / ``Infinity`` / ``-Infinity``; a width a message states is 1 to 64
+bits (MySQL BIT, Debezium Bits); years are 0001 to 9999, always four digits; a time keeps its sign
+and at most 999 hours; a type name is at most 1,024 characters.
+
+Cost model: every decoder is linear in the size of its message. What makes it so, layer by layer:
+
+1. Reading the message: JSON is held to the limits before it is parsed (``limits``: message bytes,
+   depth, width, elements; ``formats.base.check_shape`` is one linear scan), then parsed by the C
+   scanner; Avro is read by fastavro in one pass, its field list held to the same width; MongoDB's
+   shell-style JSON is held to the JSON limits before its parser runs.
+2. Reading the types: a decoder checks its whole type map (``checked_type``: text of at most 1,024
+   characters) before it decodes any value, and each name is parsed once per message
+   (``type_cache``: by value up to 128 characters, else by identity, a message's type map being one
+   string per column that all its rows share); ENUM / SET members are read once per type.
+3. Each value: time linear in its text and its type's name, never more: numeric text is matched by
+   an ASCII pattern before any conversion and its magnitude read from the exponent's digits (Python's
+   own readers accept any script's digits and would expand ``1E`` + a million zeros); widths are
+   capped at 64 bits; times and dates are fixed-size arithmetic. A value is at most its text plus
+   400 characters (a decimal's exponent), or a label of its (capped) type, or 8 bytes of BIT.
+4. The whole message: every change a decoder makes is charged, as it is made, to the message's
+   budget (``formats.base.message_budget``: 64 × its bytes + 1 MiB characters of text as silver
+   stores it, col_types once per change; no value longer than ``limits.max_message_bytes``); the
+   change that crosses it stops the decoder, and the message is quarantined naming the budget.
+   Silver's memory for a batch is therefore linear in the batch's bytes.
+
 The contract decoders, gold and export share, one module per concern: :mod:`~pipelines.values.types`
 (type names → families → mirror types), :mod:`~pipelines.values.numbers` (int, uint64, decimal,
 float, bool), :mod:`~pipelines.values.binary` (bytes) and :mod:`~pipelines.values.times` (date,
@@ -35,16 +63,30 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pipelines.errors import Reject
-from pipelines.values.binary import base64_from_byte_list, base64_from_bytes, base64_from_hex, canon_base64
+from pipelines.values.binary import (
+    MAX_BITS,
+    base64_from_bit_number,
+    base64_from_byte_list,
+    base64_from_bytes,
+    base64_from_hex,
+    bit_width,
+    canon_base64,
+)
 from pipelines.values.numbers import (
+    EPOCH_RE,
     INT64_MAX,
     INT64_MIN,
+    JSON_NUMBER_RE,
+    MAX_EXPONENT,
     MAX_NUMBER_CHARS,
+    NUMBER_RE,
     canon_bool,
     canon_decimal,
     canon_float,
     canon_int,
+    canon_int64,
+    canon_int_of_type,
+    canon_uint64,
 )
 from pipelines.values.times import (
     EPOCH_DATE,
@@ -54,24 +96,45 @@ from pipelines.values.times import (
     canon_time,
     date_from_epoch_days,
     date_from_epoch_millis,
+    epoch_nanos,
+    epoch_seconds_text,
     instant_from_epoch,
     local_datetime_from_epoch,
     parse_datetime_text,
     time_from_micros,
+    time_from_nanos,
+    time_nanos,
     time_zone,
+    wall_text,
 )
-from pipelines.values.types import MAX_TYPE_CHARS, TEXT_TYPES, family, is_known_type, parse_type, spark_type
+from pipelines.values.types import (
+    MAX_TYPE_CHARS,
+    TEXT_TYPES,
+    checked_type,
+    family,
+    is_known_type,
+    parse_type,
+    spark_type,
+    type_cache,
+)
 
 __all__ = [
     "EPOCH_DATE",
+    "EPOCH_RE",
     "INT64_MAX",
     "INT64_MIN",
+    "MAX_BITS",
+    "JSON_NUMBER_RE",
+    "MAX_EXPONENT",
     "MAX_NUMBER_CHARS",
     "MAX_TYPE_CHARS",
+    "NUMBER_RE",
     "TEXT_TYPES",
+    "base64_from_bit_number",
     "base64_from_byte_list",
     "base64_from_bytes",
     "base64_from_hex",
+    "bit_width",
     "canon_base64",
     "canon_bool",
     "canon_date",
@@ -79,11 +142,17 @@ __all__ = [
     "canon_float",
     "canon_instant",
     "canon_int",
+    "canon_int64",
+    "canon_int_of_type",
     "canon_local_datetime",
     "canon_time",
+    "canon_uint64",
     "canonical",
+    "checked_type",
     "date_from_epoch_days",
     "date_from_epoch_millis",
+    "epoch_nanos",
+    "epoch_seconds_text",
     "datetime",  # the formats write V.datetime(1970, 1, 1)
     "family",
     "instant_from_epoch",
@@ -93,7 +162,11 @@ __all__ = [
     "parse_type",
     "spark_type",
     "time_from_micros",
+    "time_from_nanos",
+    "time_nanos",
     "time_zone",
+    "type_cache",
+    "wall_text",
 ]
 
 
@@ -106,12 +179,9 @@ def canonical(fam: str, value: object) -> str | None:
     if value is None:
         return None
     if fam == "int":
-        return canon_int(value)
+        return canon_int64(value)
     if fam == "uint64":
-        text = canon_int(value)
-        if not 0 <= int(text) < 2**64:
-            raise Reject(f"out of range for BIGINT UNSIGNED: {text}")
-        return text
+        return canon_uint64(value)
     if fam == "decimal":
         return canon_decimal(value)
     if fam == "float":

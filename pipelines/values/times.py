@@ -1,11 +1,18 @@
 """Dates, date-times, instants, zones and times: from epoch numbers and from text, to the canonical
 ISO text. Fractions keep up to 9 digits with trailing zeros removed.
+
+Years are always four digits, 0001 to 9999 (Python's range): :func:`wall_text` is the one writer of
+date-time text (``strftime("%Y")`` does not pad a year before 1000 on Linux), and
+:func:`parse_datetime_text` reads every such year back. Times keep their sign whatever the unit
+(:func:`time_from_nanos`). The encoders' inverses are here too (:func:`epoch_nanos`,
+:func:`epoch_seconds_text`, :func:`time_nanos`), so a writer and its reader agree.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -36,13 +43,35 @@ def instant_from_epoch(value: object, unit: str = "s") -> str:
     return _iso_from_epoch_nanos(nanos) + "Z"
 
 
+def wall_text(dt: datetime, sep: str = "T") -> str:
+    """``YYYY-MM-DD<sep>HH:MM:SS`` of a date-time, the year in four digits (0001 to 9999)."""
+    return f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}{sep}{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
+
+
 def _iso_from_epoch_nanos(nanos: int) -> str:
     secs, frac = divmod(nanos, 10**9)
     try:
         dt = datetime(1970, 1, 1) + timedelta(seconds=secs)
     except OverflowError:
-        raise Reject(f"epoch value out of range: {nanos}") from None
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + _fraction(f"{frac:09d}")
+        raise Reject(f"epoch value out of range: {str(nanos)[:40]}") from None
+    return wall_text(dt) + _fraction(f"{frac:09d}")
+
+
+def epoch_nanos(text: str) -> int:
+    """The inverse of :func:`instant_from_epoch` for encoders: canonical date-time text (an instant's
+    ``Z`` or a wall clock read as UTC) → nanoseconds since the epoch."""
+    dt, frac, _zone = parse_datetime_text(text.rstrip("Z"))
+    delta = dt - datetime(1970, 1, 1)
+    return (delta.days * 86400 + delta.seconds) * 10**9 + int(frac.ljust(9, "0") or 0)
+
+
+def epoch_seconds_text(text: str) -> str:
+    """The inverse of :func:`instant_from_epoch` (``"s"``) for encoders: canonical date-time text →
+    exact epoch seconds, ``1606233662.012345`` (floor-based: before 1970 ``-0.5`` is half a second before)."""
+    nanos = epoch_nanos(text)
+    if not nanos % 10**9:
+        return str(nanos // 10**9)
+    return format(Decimal(nanos).scaleb(-9).normalize(), "f")
 
 
 def local_datetime_from_epoch(value: object, unit: str = "ms") -> str:
@@ -60,11 +89,27 @@ def date_from_epoch_millis(value: object) -> str:
 
 def time_from_micros(value: object) -> str:
     """Microseconds since midnight → ``[-]HH:MM:SS[.f]`` (a negative MySQL TIME keeps its sign)."""
-    micros = int(canon_int(value))
-    sign = "-" if micros < 0 else ""
-    secs, frac = divmod(abs(micros), 10**6)
+    return time_from_nanos(int(canon_int(value)) * 1000)
+
+
+def time_from_nanos(value: object) -> str:
+    """Nanoseconds since midnight → ``[-]HH:MM:SS[.f]``: the sign applies to the whole time, never to
+    a floor division of it (-1000 ns is ``-00:00:00.000001``, not ``-00:00:01.999999``)."""
+    nanos = int(canon_int(value))
+    sign = "-" if nanos < 0 else ""
+    secs, frac = divmod(abs(nanos), 10**9)
     hours, rest = divmod(secs, 3600)
-    return f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}" + _fraction(f"{frac:06d}")
+    if hours > 999:  # canon_time reads up to three hour digits (MySQL TIME reaches 838)
+        raise Reject(f"time of {sign}{hours} hours is out of range")
+    return f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}" + _fraction(f"{frac:09d}")
+
+
+def time_nanos(text: str) -> int:
+    """The inverse of :func:`time_from_nanos` for encoders: canonical ``[-]HH:MM:SS[.f]`` → signed nanoseconds."""
+    sign = -1 if text.startswith("-") else 1
+    h, m, rest = text.lstrip("-").split(":")
+    secs, _, frac = rest.partition(".")
+    return sign * ((int(h) * 3600 + int(m) * 60 + int(secs)) * 10**9 + int(frac.ljust(9, "0") or 0))
 
 
 _DT_RE = re.compile(
@@ -129,7 +174,7 @@ def canon_local_datetime(text: str) -> str:
     dt, frac, zone = parse_datetime_text(text)
     if zone:
         raise Reject(f"zone-less date-time expected, got a zone: {text[:60]!r}")
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + _fraction(frac)
+    return wall_text(dt) + _fraction(frac)
 
 
 def canon_instant(text: str, default_zone: str = "UTC") -> str:
@@ -139,7 +184,7 @@ def canon_instant(text: str, default_zone: str = "UTC") -> str:
         utc = dt - _zone_offset(zone or default_zone, dt)
     except OverflowError:
         raise Reject(f"date-time out of range once moved to UTC: {text[:60]!r}") from None
-    return utc.strftime("%Y-%m-%dT%H:%M:%S") + _fraction(frac) + "Z"
+    return wall_text(utc) + _fraction(frac) + "Z"
 
 
 def canon_date(text: str) -> str:
@@ -160,4 +205,6 @@ def canon_time(text: str) -> str:
     sign, h, mi, s, frac = m.groups()
     if int(mi) > 59 or int(s or 0) > 59:
         raise Reject(f"invalid time: {str(text)[:60]!r}")
+    if not (int(h) or int(mi) or int(s or 0) or (frac or "").strip("0")):
+        sign = ""  # -00:00:00 is midnight, written one way
     return f"{sign}{int(h):02d}:{mi}:{s or '00'}" + _fraction(frac or "")

@@ -5,7 +5,13 @@ names lakecdc maps on purpose. The table of families is in :mod:`pipelines.value
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any, TypeVar
+
+from pipelines.errors import Reject
+
+_T = TypeVar("_T")
 
 #: Longest type name accepted (a longer one is Reject): far above any real ``enum(...)``.
 MAX_TYPE_CHARS = 1024
@@ -48,7 +54,7 @@ _SMALL_INT_TYPES = {
     "smallserial",
     "year",
 }
-_DECIMAL_TYPES = {"decimal", "numeric", "number", "dec", "bigdecimal", "money"}
+_DECIMAL_TYPES = {"decimal", "numeric", "number", "dec", "bigdecimal", "money", "smallmoney", "decimal128"}
 _FLOAT_TYPES = {
     "float",
     "double",
@@ -76,10 +82,12 @@ _BYTES_TYPES = {
     "image",
     "bfile",
     "bit",
+    "rowversion",  # SQL Server: binary(8)
+    "bindata",  # MongoDB BSON binData
 }  # OMS writes BIT as Base64 (seeds 000, 001)
 _DATETIME_TYPES = {"datetime", "timestamp without time zone", "smalldatetime", "datetime2"}
 _TIMESTAMP_TYPES = {"timestamp", "timestamptz", "timestamp with time zone", "timestamp with local time zone", "instant"}
-_JSON_TYPES = {"json", "jsonb"}
+_JSON_TYPES = {"json", "jsonb", "object", "array"}  # MongoDB BSON object / array: their extended JSON text
 #: Type names whose values are kept as text (family ``string``) on purpose; any other name that
 #: :func:`family` reads as text is unknown to lakecdc (configuration refuses it: ``bignt``).
 TEXT_TYPES = frozenset(
@@ -156,27 +164,77 @@ TEXT_TYPES = frozenset(
         "sql_variant",
         "hierarchyid",
         "datetimeoffset",
+        "geography",
+        # MongoDB BSON (kept as the text DRS and Debezium write)
+        "objectid",
+        "regex",
+        "javascript",
+        "javascriptwithscope",
+        "symbol",
+        "dbpointer",
+        "minkey",
+        "maxkey",
     }
 )
 
-#: Names this long or shorter are memoised; a longer one is parsed again (no cache holds hostile text).
+#: Names this long or shorter are memoised by value; a longer one by identity (:func:`type_cache`).
 _CACHED_TYPE_CHARS = 128
+#: The identity cache holds at most this many names, of this many characters in all: the type names
+#: of the last messages (a message's type map is one string per column, shared by all its rows).
+_IDENTITY_ENTRIES, _IDENTITY_CHARS = 256, 1 << 20
 _TYPE_MODIFIERS = frozenset({"unsigned", "signed", "zerofill"})
-_BASE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_ ")
+_BASE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_ 0123456789")
+_DIGITS = frozenset("0123456789")
 
 
-def _short_cache(func):
-    """lru_cache for short type names only, so a stream of huge hostile names cannot fill memory."""
-    cached = lru_cache(maxsize=8192)(func)
+def type_cache(func: Callable[[Any], _T]) -> Callable[[Any], _T]:
+    """Cache a function of one type name, so each name costs one parse whatever the rows of a message.
+
+    Short names (at most 128 characters) are memoised by value in an LRU. A longer name is cached by
+    identity: a message's type map holds one string per column that every row of the message shares,
+    so the first value parses it and the others hit. The identity cache keeps a bounded number of
+    names and characters (oldest out first), and holds each name so its id cannot be reused.
+    """
+    by_value = lru_cache(maxsize=8192)(func)
+    by_identity: dict[int, tuple[str, object]] = {}
+    held = [0]
 
     def wrapper(source_type):
-        if source_type is not None and len(source_type) > _CACHED_TYPE_CHARS:
-            return func(source_type)
-        return cached(source_type)
+        if source_type is None or len(source_type) <= _CACHED_TYPE_CHARS:
+            return by_value(source_type)
+        hit = by_identity.get(id(source_type))
+        if hit is not None and hit[0] is source_type:
+            return hit[1]
+        result = func(source_type)
+        if len(source_type) <= _IDENTITY_CHARS:
+            while by_identity and (
+                len(by_identity) >= _IDENTITY_ENTRIES or held[0] + len(source_type) > _IDENTITY_CHARS
+            ):
+                held[0] -= len(by_identity.pop(next(iter(by_identity)))[0])
+            by_identity[id(source_type)] = (source_type, result)
+            held[0] += len(source_type)
+        return result
+
+    def cache_clear():
+        by_value.cache_clear()
+        by_identity.clear()
+        held[0] = 0
 
     wrapper.__doc__, wrapper.__name__, wrapper.__wrapped__ = func.__doc__, func.__name__, func
-    wrapper.cache_clear = cached.cache_clear
+    wrapper.cache_clear = cache_clear  # type: ignore[attr-defined]
     return wrapper
+
+
+def checked_type(name: object, column: object = None) -> str:
+    """A column type name as a message or configuration states it: text of at most
+    :data:`MAX_TYPE_CHARS` characters, else Reject naming the column. Decoders check their whole type
+    map with it before they decode any value (and a longer name is never parsed)."""
+    what = "a type name" if column is None else f"the type of column {str(column)[:60]!a}"
+    if not isinstance(name, str):
+        raise Reject(f"{what} should be text")
+    if len(name) > MAX_TYPE_CHARS:
+        raise Reject(f"{what} is longer than {MAX_TYPE_CHARS} characters: {name[:60]!a}...")
+    return name
 
 
 def _split_zone_suffix(words: list[str]) -> tuple[list[str], str | None]:
@@ -201,6 +259,8 @@ def _parse_type_text(text: str) -> tuple[str, tuple[int, ...], bool] | None:
     ``base`` is letters, ``_`` and single spaces; without parentheses its trailing modifier and
     zone words are peeled off from the right.
     """
+    if text.startswith("interval") and "(" in text:
+        return _parse_interval(text)
     head, paren, rest = text.partition("(")
     if paren:
         args_text, close, tail = rest.partition(")")
@@ -224,14 +284,33 @@ def _parse_type_text(text: str) -> tuple[str, tuple[int, ...], bool] | None:
         for word in words[:cut]:
             end = text.index(word, end) + len(word)
         base = text[:end].strip()
-    if not base or not set(base) <= _BASE_CHARS or any(m not in _TYPE_MODIFIERS for m in modifiers):
+    if not base or base[0] in _DIGITS or not set(base) <= _BASE_CHARS:
+        return None
+    if any(m not in _TYPE_MODIFIERS for m in modifiers):
         return None
     if zone:
         base = f"{base} {zone}"
     return base, args, "unsigned" in modifiers
 
 
-@_short_cache
+def _parse_interval(text: str) -> tuple[str, tuple[int, ...], bool] | None:
+    """Oracle's ``interval year(2) to month`` / ``interval day(2) to second(6)``: the precisions sit
+    inside the name, so they are taken out (as the args) and the rest is read as a plain name."""
+    args: list[int] = []
+    kept: list[str] = []
+    rest = text
+    while "(" in rest:
+        before, _paren, after = rest.partition("(")
+        inner, close, rest = after.partition(")")
+        if not close or not (inner.strip().isascii() and inner.strip().isdigit()):
+            return None
+        args.append(int(inner))
+        kept.append(before)
+    parsed = _parse_type_text(" ".join(" ".join(kept + [rest]).split()))
+    return (parsed[0], tuple(args), parsed[2]) if parsed else None
+
+
+@type_cache
 def parse_type(source_type: str) -> tuple[str, tuple[int, ...], bool]:
     """``'DECIMAL(38, 24) UNSIGNED'`` → (``'decimal'``, [38, 24], True). Unknown args are dropped.
 
@@ -256,7 +335,7 @@ def is_known_type(source_type: str) -> bool:
     return family(text) != "string" or parse_type(text)[0] in TEXT_TYPES
 
 
-@_short_cache
+@type_cache
 def family(source_type: str | None) -> str:
     """The canonical family of a vendor type name (see the module table)."""
     if not source_type:
@@ -285,7 +364,7 @@ def family(source_type: str | None) -> str:
     return "string"
 
 
-@_short_cache
+@type_cache
 def spark_type(source_type: str | None) -> str:
     """The Delta column type (Spark SQL DDL) for a vendor type; see the module table."""
     fam = family(source_type)

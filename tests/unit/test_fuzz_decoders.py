@@ -9,11 +9,18 @@ ids. For every message:
 * the decoder returns changes or raises :class:`Reject`, nothing else;
 * silver's path (``decode_message``) yields canonical changes — a known op, every string one
   UTF-8 can encode, images of text, ``seq`` integers of at most 20 digits — or a Reject;
-* it takes less than :data:`SECONDS_PER_MESSAGE` (a hang detector, not a benchmark);
+* every value of a typed column has its family's canonical shape (ASCII digits, four-digit years,
+  a finite DOUBLE, Base64 bytes: :data:`SHAPES`), and the text of all changes stays within the
+  message's budget (64 × its bytes + 1 MiB);
+* it takes less than :data:`SECONDS_PER_MESSAGE` for a message of up to 64 KiB, proportionally more
+  for a larger one (a hang and superlinear-cost detector, not a benchmark: the slowest random
+  message takes under 0.1 s);
 * ``make_decode_batches`` never raises and gives every bronze row at least one silver row.
 
-CI runs a short slice, derandomised so it is the same every run; ``make fuzz`` sets
-``LAKECDC_FUZZ_EXAMPLES`` for a longer, random one.
+The poisons include issue 26's classes (other scripts' digits and ``_`` in numbers, confusable op
+names, widths past 64 bits, long type names, negative and pre-1000 times); tests/unit/test_fuzz_values.py
+aims at each class with an oracle. CI runs a short slice, derandomised so it is the same every
+run; ``make fuzz`` sets ``LAKECDC_FUZZ_EXAMPLES`` for a longer, random one.
 """
 
 from __future__ import annotations
@@ -21,21 +28,22 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import fastavro
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pipelines.formats import ALL_FORMAT_IDS, DecodeContext, Reject, get_decoder
 from pipelines.formats._dts_record import PARSED_BORN, read_record
 from pipelines.formats.base import OPS, Change, TableSpec
-from pipelines.silver import decode_message, make_decode_batches
-from pipelines.spark_schema import arrow_schema_of
+from pipelines.silver import decode_message
 from tests.conftest import CONFORMANCE, ROOT, SEEDS_FIXTURES
+from tests.unit._carriers import silver
 
 pytestmark = pytest.mark.fuzz
 
@@ -46,8 +54,12 @@ FUZZ = settings(
     deadline=None,
     derandomize="LAKECDC_FUZZ_EXAMPLES" not in os.environ,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    # LAKECDC_FUZZ_NO_SHRINK=1: report the first failing example (for checking older, slower code)
+    phases=[Phase.explicit, Phase.reuse, Phase.generate] if os.environ.get("LAKECDC_FUZZ_NO_SHRINK") else list(Phase),
 )
+#: The watchdog: this long for a message of up to WATCHDOG_BYTES, proportionally more for a larger one.
 SECONDS_PER_MESSAGE = 2.0
+WATCHDOG_BYTES = 64 * 1024
 AVRO_DIR = ROOT / "tests" / "fixtures" / "avro"
 BRONZE_DDL = "source STRING, format STRING, value BINARY, position STRING, queue_pos STRING, ingest_time TIMESTAMP"
 CONTEXT = DecodeContext(
@@ -142,6 +154,22 @@ NASTY_TEXT = st.sampled_from(
         "ISODate(1e99)",
         "é\u0301",
         "\U0001f600",
+        # issue 26: other scripts' digits, digit grouping, confusable letters, widths, signs and years
+        "1E\uff11\uff10\uff10\uff10\uff10\uff10",
+        "\u0661\u0662",
+        "\U0001d7cf\U0001d7ce",
+        "1_0",
+        "\u0131NSERT",
+        "IN\u017fERT",
+        "bit(800000000)",
+        "bit(65)",
+        "enum(" + ",".join(f"'m{i}'" for i in range(300)) + ")",
+        "-00:00:00.000001",
+        "-838:59:59.999999999",
+        "0999-12-31 23:59:59",
+        "0001-01-01T00:00:00Z",
+        "1e400",
+        "4.9e-324",
     ]
 )
 NASTY_SCALAR = st.one_of(
@@ -159,6 +187,9 @@ NASTY_SCALAR = st.one_of(
             Raw("123456789012345678901234567890"),
             Raw("-1"),
             Raw("18446744073709551616"),
+            Raw("-1000"),
+            Raw("-62135596800000"),
+            Raw("1e-400"),
         ]
     ),
     st.text(max_size=20),
@@ -416,6 +447,37 @@ def assert_canonical(changes: list[Change]) -> None:
         assert all(type(c) is int and 0 <= c < 10**20 for c in ch.seq), ch.seq
 
 
+#: The canonical text of each family (pipelines.values' table), in ASCII.
+SHAPES = {
+    "int": r"-?[0-9]+",
+    "uint64": r"[0-9]+",
+    "decimal": r"-?[0-9]+(?:\.[0-9]+)?",
+    "float": r"NaN|-?Infinity|[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?",
+    "bool": r"true|false",
+    "bytes": r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",
+    "date": r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?)?",  # Oracle DATE: its time
+    "datetime": r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?",
+    "timestamp": r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z",
+    "time": r"-?[0-9]{2,3}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?",
+}
+
+
+def assert_shapes(changes: list[Change], raw: bytes) -> None:
+    """Typed values in their family's canonical shape; all text within the message's budget."""
+    from pipelines.values import family
+
+    text = 0
+    for ch in changes:
+        for image in (ch.before, ch.after):
+            for column, value in (image or {}).items():
+                text += len(column) + len(value or "")
+                shape = SHAPES.get(family((ch.col_types or {}).get(column)))
+                if value is not None and shape:
+                    assert re.fullmatch(shape, value), f"{column!a} ({ch.col_types[column]}): {value[:80]!a}"
+        text += sum(len(c) + len(t) for c, t in (ch.col_types or {}).items())
+    assert text <= 64 * len(raw) + (1 << 20), f"{len(raw)}-byte message gave {text} characters of text"
+
+
 def check_message(fmt: str, raw: bytes) -> None:
     decoder = get_decoder(fmt)
     start = time.perf_counter()
@@ -424,30 +486,18 @@ def check_message(fmt: str, raw: bytes) -> None:
     except Reject as exc:
         assert str(exc), "a reject must say why"
     try:
-        assert_canonical(decode_message(decoder, raw, CONTEXT))
+        changes = decode_message(decoder, raw, CONTEXT)
+        assert_canonical(changes)
+        assert_shapes(changes, raw)
     except Reject as exc:
         str(exc)
     took = time.perf_counter() - start
-    assert took < 2 * SECONDS_PER_MESSAGE, f"{fmt}: {len(raw)}-byte message took {took:.2f}s"
+    limit = 2 * SECONDS_PER_MESSAGE * max(1.0, len(raw) / WATCHDOG_BYTES)  # decoded twice above
+    assert took < limit, f"{fmt}: {len(raw)}-byte message took {took:.2f}s (watchdog {limit / 2:.1f}s per decode)"
 
 
 def check_silver_batch(messages: list[tuple[str, bytes]]) -> None:
-    import pyarrow as pa
-
-    rows = [
-        {
-            "source": "s",
-            "format": fmt,
-            "value": raw,
-            "position": f"p#{i}",
-            "queue_pos": f"{i:012d}",
-            "ingest_time": None,
-        }
-        for i, (fmt, raw) in enumerate(messages)
-    ]
-    batch = pa.RecordBatch.from_pylist(rows, schema=arrow_schema_of(BRONZE_DDL))
-    contexts = {fmt: CONTEXT for fmt in ALL_FORMAT_IDS}
-    out = [r for b in make_decode_batches(contexts, CONTEXT)([batch]) for r in b.to_pylist()]
+    out = silver(messages, CONTEXT)
     positions = {r["bronze_position"] for r in out}
     assert positions == {f"p#{i}" for i in range(len(messages))}
     for r in out:

@@ -21,9 +21,9 @@ from pipelines.config import ConfigError, load_config, parse_config
 from pipelines.formats import DecodeContext, Reject, get_decoder
 from pipelines.formats._dts_record import NS, PARSED_BORN
 from pipelines.formats.base import Change
-from pipelines.silver import decode_message, decoded_rows, make_decode_batches, seq_text
-from pipelines.spark_schema import arrow_schema_of
+from pipelines.silver import decode_message, decoded_rows, seq_text
 from pipelines.values import canon_instant, family, parse_type, spark_type
+from tests.unit._carriers import silver
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT / "tests" / "fixtures" / "seeds"
@@ -49,21 +49,7 @@ def timed(call, *args):
 
 def silver_rows(messages: list[tuple[str, bytes]]) -> list[dict]:
     """Run silver's mapInArrow function on one bronze batch, as Spark would."""
-    import pyarrow as pa
-
-    rows = [
-        {
-            "source": "s",
-            "format": fmt,
-            "value": raw,
-            "position": f"p#{i}",
-            "queue_pos": f"{i:012d}",
-            "ingest_time": None,
-        }
-        for i, (fmt, raw) in enumerate(messages)
-    ]
-    batch = pa.RecordBatch.from_pylist(rows, schema=arrow_schema_of(BRONZE_DDL))
-    return [r for out in make_decode_batches({}, CTX)([batch]) for r in out.to_pylist()]
+    return silver(messages, CTX)
 
 
 def canal(**fields) -> dict:
@@ -169,7 +155,7 @@ def test_a_row_arrow_refuses_quarantines_its_message_only(monkeypatch):
     """Defence in depth: were a bad string to pass the decode-time check, the batch still builds."""
     import pipelines.silver
 
-    monkeypatch.setattr(pipelines.silver, "check_changes", lambda changes: changes)
+    monkeypatch.setattr(pipelines.silver, "check_changes", lambda changes, *_: changes)
     rows = silver_rows([("dts_canal", SURROGATE), ("dts_canal", json.dumps(canal(id=2)).encode())])
     assert [r["kind"] for r in rows] == ["quarantine", "change"]
     assert rows[0]["reason"].startswith("silver cannot store the decoded change")
