@@ -18,14 +18,12 @@ from __future__ import annotations
 import bisect
 import math
 import shutil
-import threading
 import time
 from pathlib import Path
 
-from bench.latency import TYPES, _active, _percentile, _Producer, _round, stage_batches
+from bench.latency import TYPES, _percentile, _Producer, _round, stage_batches, start_continuous
 from pipelines.config import parse_config
 from pipelines.formats import Change, DecodeContext, get_decoder
-from pipelines.runner import run_pipeline
 from pipelines.warehouse import Warehouse
 
 HOT = "hot"
@@ -135,20 +133,7 @@ def run_freshness(spark, work: Path, sizes: dict, checks: bool) -> dict:
             origin="bench-freshness",
         )  # fmt: skip
         wh = Warehouse.from_config(cfg)
-        failure: list[BaseException] = []
-
-        def pipeline() -> None:
-            try:
-                run_pipeline(spark, cfg, available_now=False, stop_after=sizes["timeout"])
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                failure.append(exc)
-
-        runner = threading.Thread(target=pipeline, name="bench-freshness-pipeline", daemon=True)
-        runner.start()
-        deadline = time.monotonic() + 180
-        while _active(spark, "gold_apply") is None and time.monotonic() < deadline and runner.is_alive():
-            time.sleep(0.5)
-        time.sleep(3)
+        runner, failure = start_continuous(spark, cfg, sizes["timeout"])
         _say(f"freshness: producing {len(records)} messages at {rate:g}/s for {sizes['seconds']} s "
              f"(1 hot table, {sizes['cold_tables']} cold ones, budget {budget:g} s) ...")  # fmt: skip
         producer = _Producer(broker.bootstrap, topic, records, rate)
@@ -159,13 +144,13 @@ def run_freshness(spark, work: Path, sizes: dict, checks: bool) -> dict:
         while time.monotonic() < wait_until and runner.is_alive():
             time.sleep(5)
         stages = stage_batches(spark.streams.active)
+        # read before the stop: a run that stops merges what waits, and that last write is not the budget's
+        visible, writes = _visible(spark, wh, topic), _writes(spark, wh)
         for q in spark.streams.active:
             q.stop()
         runner.join(timeout=300)
         if failure:
             raise RuntimeError(f"the pipeline failed during the freshness run: {failure[0]}")
-        visible = _visible(spark, wh, topic)
-        writes = _writes(spark, wh)
     finally:
         broker.stop()
     hot, cold = [], {}

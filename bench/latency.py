@@ -215,6 +215,26 @@ def _active(spark, name: str):
     return next((q for q in spark.streams.active if q.name == name), None)
 
 
+def start_continuous(spark, cfg, timeout: float) -> tuple[threading.Thread, list[BaseException]]:
+    """Run the pipeline continuously in a thread (stopped after ``timeout`` s at the latest) and return once
+    gold's stream is up and its first, empty triggers are done; the list gets the pipeline's failure."""
+    failure: list[BaseException] = []
+
+    def pipeline() -> None:
+        try:
+            run_pipeline(spark, cfg, available_now=False, stop_after=timeout)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            failure.append(exc)
+
+    runner = threading.Thread(target=pipeline, name="bench-pipeline", daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 180
+    while _active(spark, "gold_apply") is None and time.monotonic() < deadline and runner.is_alive():
+        time.sleep(0.5)
+    time.sleep(3)
+    return runner, failure
+
+
 def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
     from pipelines.testing.kafka_broker import LocalBroker
 
@@ -242,20 +262,7 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
             origin="bench-latency",
         )
         wh = Warehouse.from_config(cfg)
-        failure: list[BaseException] = []
-
-        def pipeline() -> None:
-            try:
-                run_pipeline(spark, cfg, available_now=False, stop_after=sizes["timeout"])
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                failure.append(exc)
-
-        runner = threading.Thread(target=pipeline, name="bench-pipeline", daemon=True)
-        runner.start()
-        deadline = time.monotonic() + 180
-        while _active(spark, "gold_apply") is None and time.monotonic() < deadline and runner.is_alive():
-            time.sleep(0.5)
-        time.sleep(3)  # first (empty) triggers done
+        runner, failure = start_continuous(spark, cfg, sizes["timeout"])
         _say(f"latency: producing {len(records)} messages at {rate}/s ...")
         producer = _Producer(broker.bootstrap, topic, records, rate)
         producer.start()

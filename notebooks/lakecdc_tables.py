@@ -5,7 +5,7 @@
 # MAGIC
 # MAGIC It finds the tables from what the warehouse records about itself, not from their names:
 # MAGIC * a **mirror** is a table whose properties carry `lakecdc.source_identity` (the source table it holds,
-# MAGIC   as JSON `[db, schema, table]`), written by gold when it creates the mirror. Side tables (tombstones,
+# MAGIC   as JSON `[db, schema, table]`), written by gold when it creates the mirror. Side and state tables (key state,
 # MAGIC   ids of applied changes, SCD2 history) do not carry it, so they are never listed as mirrors. Mirrors
 # MAGIC   written before identities were recorded carry only `lakecdc.source_table` and are listed too.
 # MAGIC * a mirror's name is `lakecdc.mirror_name` (the configured `target`, else the source table), as

@@ -24,7 +24,7 @@ dbutils.widgets.text("warehouse", "", "Warehouse path (instead of catalog)")
 # MAGIC ## Mirrors, row counts, freshness and lag
 # MAGIC Every row of a mirror carries the lineage of the change that last wrote it (`_seq`, `_event_time`,
 # MAGIC `_ingest_time`, ...), so per mirror:
-# MAGIC * `rows`: live rows now (`count(*)`; deleted rows are gone, their keys are in the tombstones);
+# MAGIC * `rows`: live rows now (`count(*)`; deleted rows are gone, their keys stay in gold's key state);
 # MAGIC * `last_seq`: the newest source sequence among the rows (sortable text), `last_event_time`: the
 # MAGIC   newest source commit time among them, `last_ingest_time`: when that data reached bronze;
 # MAGIC * `version`, `last_commit`: the mirror's Delta version and when gold last wrote it;

@@ -3,7 +3,8 @@
 Canonical values: integers as JSON integers when they fit in int64 (else strings),
 DECIMAL as exact decimal strings, binary as Base64, dates ``YYYY-MM-DD``, instants
 as ISO-8601 UTC ending in ``Z``, zone-less DATETIME without a zone, TIME as
-``HH:MM:SS[.fraction]``, booleans, NULL as null. Lineage columns only on request.
+``HH:MM:SS[.fraction]``, booleans, a VARIANT as its JSON text (keys sorted, no spaces, numbers by value),
+NULL as null. Lineage columns only on request.
 """
 
 from __future__ import annotations
@@ -111,11 +112,37 @@ def expected_value(text: str | None, source_type: str | None) -> object:
     from decimal import Context, Decimal, localcontext
 
     target = spark_type(source_type)
+    if text is not None and target == "VARIANT":
+        return variant_json(text)
     if text is not None and target.startswith("DECIMAL") and family(source_type) != "uint64":
         scale = (list(parse_type(source_type or "")[1]) + [0, 0])[1]
         with localcontext(Context(prec=100)):
             text = str(Decimal(text).quantize(Decimal(1).scaleb(-scale)))
     return canonical_json_value(text, target, source_type)
+
+
+def variant_json(text: str) -> str:
+    """The JSON text ``to_json`` gives of a VARIANT parsed from ``text`` (what export prints): object keys
+    sorted, no spaces, a number by its value (``1.10`` is ``1.1``, ``100.0`` is ``100``, ``-0`` is ``0``),
+    every digit kept, strings as written. Read with :class:`~decimal.Decimal`, never a float."""
+    import json
+    from decimal import Context, Decimal
+
+    exact = Context(prec=len(text) + 1)  # normalize() rounds to its context's precision: never here
+
+    def number(n: Decimal) -> str:
+        return "0" if n == 0 else format(n.normalize(exact), "f")
+
+    def render(v: object) -> str:
+        if isinstance(v, dict):
+            return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + render(v[k]) for k in sorted(v)) + "}"
+        if isinstance(v, list):
+            return "[" + ",".join(render(x) for x in v) + "]"
+        if isinstance(v, Decimal):
+            return number(v)
+        return json.dumps(v, ensure_ascii=False)
+
+    return render(json.loads(text, parse_float=Decimal, parse_int=Decimal))
 
 
 def expected_rows(rows: list[dict], column_types: dict[str, str], key: list[str]) -> list[dict]:

@@ -34,7 +34,7 @@ SOURCE_TYPE_PREFIX = "source type: "
 #: Source type recorded for a column the ``evolve`` policy turned into text.
 TEXT_SOURCE_TYPE = "text"
 #: A source type that gives each Delta type back where the type's own name does not.
-_SOURCE_TYPE_OF_DELTA = {"string": TEXT_SOURCE_TYPE, "timestamp_ntz": "datetime"}
+_SOURCE_TYPE_OF_DELTA = {"string": TEXT_SOURCE_TYPE, "timestamp_ntz": "datetime", "variant": "json"}
 
 
 def table_properties(spark: SparkSession, ref: TableRef) -> dict[str, str]:

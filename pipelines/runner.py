@@ -104,6 +104,11 @@ def run_pipeline(
                 q.stop()
         for q in queries:
             _raise_if_failed(q)
+        if "gold" in ordered:  # a run that stops leaves no mirror behind: what waits in its budget merges now
+            flushed = flush_due(spark, cfg, wh, gold_stream, drain=True)
+            if flushed is not None and flushed.written:
+                gold_stats.add(flushed)
+                progress(f"gold: stopping, {len(flushed.written)} mirrors with waiting changes merged")
         summary.stages = ordered
     summary.skipped = silver_stats.skipped
     summary.applied, summary.stale, summary.gold_quarantined = (

@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.spark_logs import log4j2_file, quiet_loggers, spark_log_level
+from pipelines.spark_logs import log4j2_file, query_context_loggers, quiet_loggers, spark_log_level
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -315,6 +315,7 @@ def get_spark(
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(level)
     quiet_loggers(spark)
+    query_context_loggers()
     return spark
 
 

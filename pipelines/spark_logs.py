@@ -7,6 +7,7 @@
   so what Spark and Hadoop log while starting (NativeCodeLoader, Spark's default-profile notes) follows the
   level too; ``SparkContext.setLogLevel`` alone comes after those lines.
 * **Always quiet** (:data:`QUIET_LOGGERS`): loggers whose lines report no problem, at every level.
+* **PySpark's query-context loggers** (:func:`query_context_loggers`): made once, before any thread raises.
 """
 
 from __future__ import annotations
@@ -100,3 +101,24 @@ def quiet_loggers(spark: SparkSession) -> None:
             )
     except Exception:  # noqa: BLE001 - a runtime with another logging backend keeps its lines
         log.debug("could not quiet %s", ", ".join(QUIET_LOGGERS))
+
+
+#: The loggers PySpark's exceptions log their query context to (``pyspark.errors.exceptions.base``).
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def query_context_loggers() -> None:
+    """Make PySpark's query-context loggers now, in one thread. ``PySparkLogger.getLogger`` swaps the process's
+    logger class around ``logging.getLogger``, so two threads raising at once (gold's parallel writes) can
+    create the logger as a plain ``logging.Logger``; from then on every exception with a query context fails
+    in its own logging, ``Logger._log() got an unexpected keyword argument 'errorClass'`` (seen in CI). Made
+    here, the name already holds a ``PySparkLogger`` and no race can replace it."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # a PySpark without it has no such logging
+        return
+    for name in QUERY_CONTEXT_LOGGERS:
+        made = logging.Logger.manager.loggerDict.get(name)
+        if isinstance(made, logging.Logger) and not isinstance(made, PySparkLogger):  # lost the race already
+            del logging.Logger.manager.loggerDict[name]
+        PySparkLogger.getLogger(name)

@@ -41,6 +41,12 @@ def lit(text: str) -> str:
     return "'" + sql_str(text) + "'"
 
 
+#: A JSON number VARIANT would hold as a DOUBLE, not exactly: one with an exponent (``1e5``, ``1.5E400`` is
+#: Infinity) or more than 38 digits (a DECIMAL holds 38). Matched where a number may start (the start, after
+#: ``[``, ``:`` or ``,``), so text inside a string can match too: such a document is quarantined, not changed.
+INEXACT_IN_VARIANT = r"(^|[\[:,])\s*-?([0-9]+(\.[0-9]*)?[eE]|([0-9]\.?){39})"
+
+
 def convert_expr(text_col: str, source_type: str | None) -> str:
     """SQL that turns canonical text into the mirror type, NULL where it does not fit."""
     target = spark_type(source_type)
@@ -48,6 +54,8 @@ def convert_expr(text_col: str, source_type: str | None) -> str:
         return text_col
     if target == "BINARY":
         return f"try_to_binary({text_col}, 'base64')"
+    if target == "VARIANT":
+        return f"CASE WHEN {text_col} RLIKE {lit(INEXACT_IN_VARIANT)} THEN NULL ELSE try_parse_json({text_col}) END"
     if target in ("TIMESTAMP", "TIMESTAMP_NTZ"):
         return f"CASE WHEN {text_col} RLIKE '\\\\.[0-9]{{7,}}' THEN NULL ELSE try_cast({text_col} AS {target}) END"
     if target.startswith("DECIMAL"):
@@ -74,6 +82,8 @@ def export_expr(column: str, data_type: str) -> str:
     """SQL that renders a mirror value as canonical text for ``lakecdc export``."""
     c = q(column)
     t = data_type.lower()
+    if t == "variant":  # the document as JSON: keys sorted, no spaces, numbers by value (1.10 is 1.1)
+        return f"to_json({c})"
     if t == "binary":
         # Spark's base64() breaks lines every 76 characters where spark.sql.chunkBase64String.enabled
         # is on (the default): one unbroken string, whatever the session says.

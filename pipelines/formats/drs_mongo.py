@@ -13,8 +13,9 @@ Decisions (each pinned by a test in tests/unit/test_fmt_drs_mongo.py):
   BinData → Base64, numbers → exact text, booleans → true/false. Nested documents and arrays
   → exact JSON text, with special values written as relaxed extended JSON v2
   (``{"$oid": ...}``, ``{"$date": ...}``, ``{"$numberLong": ...}`` ...). Canonical extended JSON
-  input (``{"$oid": "..."}``) is read the same way. col_types comes from configuration only
-  (a collection has no schema); configured types are applied to top-level scalar values.
+  input (``{"$oid": "..."}``) is read the same way. col_types comes from configuration (a collection
+  has no schema; configured types are applied to top-level scalar values), and types a sub-document
+  ``object`` and an array ``array`` where configuration types the field not: a mirror holds them as VARIANT.
 * INSERT: after = the document. UPDATE recordType ``replace``: after = the whole new document
   (changed None); columns configured for the collection but absent from it become NULL
   (a replace removes them). UPDATE recordType ``update``: ``$set`` fields carry their values,
@@ -357,6 +358,19 @@ def _image(doc: dict, types: dict[str, str]) -> dict[str, str | None]:
     return out
 
 
+def _col_types(types: dict[str, str], documents: tuple[dict | None, ...]) -> dict[str, str] | None:
+    """The configured types, and where configuration types a field not: ``object`` for a sub-document and
+    ``array`` for an array (a mirror holds them as VARIANT, ``doc:address.city``). A collection has no
+    schema (seed 003): the message's own values are the only other word on a field's type."""
+    out: dict[str, str] = {}
+    for doc in documents:
+        for col, raw in (doc or {}).items():
+            if isinstance(raw, (dict, list)):
+                out.setdefault(col, "object" if isinstance(raw, dict) else "array")
+    out.update(types)
+    return out or None
+
+
 def _check_top_level(name: str) -> None:
     if "." in name or name.startswith("$"):
         raise Reject(f"update of nested path {name!r} cannot be applied to a top-level-column mirror")
@@ -413,7 +427,7 @@ class DrsMongoDecoder(JsonDecoder):
     type_mapping = (
         "top-level fields are columns: ObjectId → hex, NumberLong/Int → int, NumberDecimal → "
         "decimal, ISODate → UTC instant, BinData → Base64; nested values → exact relaxed "
-        "extended JSON text; configured types applied when given"
+        "extended JSON text, typed object / array (VARIANT in a mirror); configured types applied when given"
     )
     quirks = (
         'value/where are MongoDB shell extended JSON text (ObjectId("..."), NumberLong ...) (seed 003)',
@@ -446,11 +460,12 @@ class DrsMongoDecoder(JsonDecoder):
         if not coll:
             raise Reject("missing collection name (field 'coll')")
         types = ctx.column_types(db, coll)
-        col_types = dict(types) or None
         limits = (ctx.max_depth, ctx.max_width, ctx.max_elements)
         value = parse_document(obj.get("value"), "value", *limits)
         where = parse_document(obj.get("where"), "where", *limits)
-        row = dict(key_columns=KEY, col_types=col_types, seq=seq, **common)
+        fields = None if vendor_op != "UPDATE" or value is None or record_type == "replace" else _update_fields(value)
+        documents = (where, *fields[:1]) if fields is not None else (value, where)
+        row = dict(key_columns=KEY, col_types=_col_types(types, documents), seq=seq, **common)
 
         if vendor_op in ("INSERT", "INIT"):
             if value is None:
@@ -471,7 +486,6 @@ class DrsMongoDecoder(JsonDecoder):
             raise Reject("UPDATE needs both 'where' and 'value'")
         before = _image(where, types)
         _need_id(before, "where")
-        fields = None if record_type == "replace" else _update_fields(value)
         if fields is None:  # replace: the whole new document
             after = {c: None for c in types}
             after.update(_image(value, types))
@@ -530,8 +544,8 @@ class DrsMongoDecoder(JsonDecoder):
             dbType="MongoDB",
             db=change.db,
             coll=change.table,
-            value=_write(value),
-            where=_write(where) if where is not None else None,
+            value=_write(value, change.col_types),
+            where=_write(where, change.col_types) if where is not None else None,
         )
         self._meta(out, change, record_type)
         return dumps_exact(out).encode("utf-8")
@@ -556,12 +570,14 @@ class _UpdateDoc:
     unsets: list
 
 
-def _write(doc: Any) -> str:
-    """A canonical image (or an update) → shell-style extended JSON text as DRS writes it."""
+def _write(doc: Any, types: dict[str, str] | None = None) -> str:
+    """A canonical image (or an update) → shell-style extended JSON text as DRS writes it; a field typed
+    ``object`` / ``array`` is written as the document its text is, any other as a value."""
+    types = types or {}
     if isinstance(doc, _UpdateDoc):
         parts = []
         if doc.sets or not doc.unsets:
-            parts.append('"$set": ' + _write(doc.sets))
+            parts.append('"$set": ' + _write(doc.sets, types))
         if doc.unsets:
             parts.append(
                 '"$unset": {' + ", ".join(f"{json.dumps(c, ensure_ascii=False)}: true" for c in doc.unsets) + "}"
@@ -569,19 +585,21 @@ def _write(doc: Any) -> str:
         return "{" + ", ".join(parts) + "}"
     items = []
     for col, text in doc.items():
-        items.append(f"{json.dumps(col, ensure_ascii=False)}: {_write_value(col, text)}")
+        items.append(f"{json.dumps(col, ensure_ascii=False)}: {_write_value(col, text, types.get(col))}")
     return "{" + ", ".join(items) + "}"
 
 
-def _write_value(col: str, text: str | None) -> str:
+def _write_value(col: str, text: str | None, col_type: str | None = None) -> str:
     if text is None:
         return "null"
     if col == "_id" and _HEX24.fullmatch(text) and text == text.lower():
         return f'ObjectId("{text}")'
-    # Write the text as a native value when reading it back gives the same canonical text.
+    # Write the text as a native value when reading it back gives the same canonical text (a document or
+    # an array only where typed so: read back, it is typed so).
     try:
         native = _Parser(text, 64).parse()
-        if not isinstance(native, str) or isinstance(native, Num):
+        nested = isinstance(native, (dict, list))
+        if nested == (col_type in ("object", "array")) and (not isinstance(native, str) or isinstance(native, Num)):
             if column_value(native) == text:
                 return text
     except Reject:

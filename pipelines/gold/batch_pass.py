@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 #: Great Expectations validations run one at a time (its context is not known to be thread-safe).
 GE_LOCK = threading.Lock()
+#: A batch of at most this many changes meets key state by broadcast joins (its keys, and their state, sent
+#: to every task) instead of shuffles: a small batch then costs no exchange of the key state table.
+BROADCAST_CHANGES = 200_000
 #: Settings of the sessions gold applies a batch with.
 GOLD_SESSION_CONF = {
     "spark.sql.mapKeyDedupPolicy": "LAST_WIN",  # map_concat: later image wins
@@ -67,11 +70,12 @@ class GoldStream:
     last_batch: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def load(self, spark: SparkSession, state: GoldState) -> None:
-        """Read what waits (once per stream): progress, then the pending changes after it."""
+    def load(self, spark: SparkSession, state: GoldState, before: int | None = None) -> None:
+        """Read what waits (once per stream): progress, then the pending changes after it; inside a batch,
+        of the batches ``before`` it (what a retried batch's first attempt left waiting is its own again)."""
         if self.pending is None:
             self.through = state.progress_now(spark)
-            self.pending = state.pending_now(spark, self.through)
+            self.pending = state.pending_now(spark, self.through, before)
 
     @property
     def waiting(self) -> int:
@@ -94,6 +98,9 @@ class BatchPass:
         )
         self.state = GoldState(wh)
         self.state_batch = stream.base + batch_id
+        #: a flush between batches (:func:`pipelines.gold.stage.flush_due`): it has no changes of its own and
+        #: takes the id of the batch it follows, so the changes that batch left waiting are before it
+        self.flush = False
         self.results: list[dict] = []
         self.stats = GoldStats()
         self._lock = threading.Lock()  # the stats and results of tables applied side by side
@@ -109,7 +116,7 @@ class BatchPass:
         if "invalid" not in batch_df.columns:  # silver written before invalid values were kept
             batch_df = batch_df.withColumn("invalid", F.lit(None).cast("map<string,string>"))
         self.state.ensure(spark)
-        self.stream.load(spark, self.state)
+        self.stream.load(spark, self.state, before=self.state_batch)
         batch = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
         try:
             self.plans = self._plan(profile_batch(batch))
@@ -149,7 +156,9 @@ class BatchPass:
         good = self.checked.where("reason IS NULL")
         keyed = keyed_changes(good, self.lookups)
         wanted = keyed.select(F.col(MIRROR).alias("mirror"), "k").distinct()
-        rows = with_key_state(keyed, self.state.key_state(self.spark, wanted, self.state_batch), self.plans)
+        small = sum(p.profile.changes for p in self.plans.values()) <= BROADCAST_CHANGES
+        state = self.state.key_state(self.spark, wanted, self.state_batch, small)
+        rows = with_key_state(keyed, state, self.plans, small)
         self.rows = (with_change_checks(rows, self.lookups) if checks else rows).persist()
         truncates = good.where(f"op = 'TRUNCATE' AND size({self.lookups.key_sql()}) > 0").withColumn(
             "truncate", F.lit(True)

@@ -152,10 +152,11 @@ def keyed_changes(good: DataFrame, lookups: Lookups) -> DataFrame:
 # ---------------------------------------------------------------- 3. staleness
 
 
-def with_key_state(rows: DataFrame, state: DataFrame, plans: Mapping[str, TablePlan]) -> DataFrame:
+def with_key_state(rows: DataFrame, state: DataFrame, plans: Mapping[str, TablePlan], small: bool = False) -> DataFrame:
     """Each keyed change with its key's state before the batch (``s_seq``, ``s_live``, ``s_vh``; NULL where
     none counts) and ``stale``. A key state row counts unless the mirror was created after it (a mirror
-    dropped by hand and made again) or the mirror's TRUNCATE superseded it."""
+    dropped by hand and made again) or the mirror's TRUNCATE superseded it. ``small``: the batch is small
+    enough that its keys' state is joined by broadcast (no shuffle of the batch)."""
     from pyspark.sql import functions as F
 
     since = {p.mirror: str(p.since) for p in plans.values() if p.keyed and p.since > 0}
@@ -166,7 +167,7 @@ def with_key_state(rows: DataFrame, state: DataFrame, plans: Mapping[str, TableP
     if truncated:
         valid.append(f"NOT coalesce(s_seq <= element_at({map_sql(truncated, 'string')}, mirror), false)")
     counted = state.where(" AND ".join(valid)).withColumnRenamed("mirror", MIRROR)
-    joined = rows.join(counted, [MIRROR, "k"], "left")
+    joined = rows.join(F.broadcast(counted) if small else counted, [MIRROR, "k"], "left")
     stale = "seq < s_seq"
     if truncated:
         stale += f" OR seq < coalesce(element_at({map_sql(truncated, 'string')}, {MIRROR}), '')"
@@ -294,26 +295,27 @@ def fold_inputs(rows: DataFrame, batch_id: int, ignore_nulls: str = "false") -> 
         ORD,
         F.expr(after).alias("after"),
         F.expr(f"coalesce({PARTIAL_SQL}, false) OR {ignore_nulls}").alias("partial"),
+        F.expr("CASE WHEN s_live THEN s_vh END").alias("held"),
         *[F.col(c).cast("timestamp").alias(c) if c == "event_time" else c for c in FOLD_FIELDS],
     )
 
 
-def key_state_rows(folded: DataFrame, held: DataFrame, lookups: Lookups, batch_id: int) -> DataFrame:
+def key_state_rows(folded: DataFrame, lookups: Lookups, batch_id: int) -> DataFrame:
     """The key state the batch's fresh changes leave, one row per key (``folded``: their fold,
-    :func:`~pipelines.gold.fold.fold_per_key`; ``held``: ``mirror``, ``k``, ``s_vh`` of the keys live before):
-    the last change's sequence, live or deleted, and its values' hashes (a partial image's columns over
-    what the key held)."""
+    :func:`~pipelines.gold.fold.fold_per_key`, with ``held``: the value hashes of a key live before): the last
+    change's sequence, live or deleted, and its values' hashes (a partial image's columns over what the key
+    held)."""
     from pyspark.sql import functions as F
 
     hashes = lookups.value_hashes("st.img", mirror_sql="mirror")
-    return folded.join(held, ["mirror", "k"], "left").select(
+    return folded.select(
         "mirror",
         "k",
         F.col("last.seq").alias("seq"),
         F.col("st.live").alias("live"),
         F.expr(
             f"CASE WHEN NOT st.live THEN NULL WHEN st.full THEN {hashes} "
-            f"ELSE map_concat(coalesce(s_vh, cast(map() AS map<string,bigint>)), {hashes}) END"
+            f"ELSE map_concat(coalesce(held, cast(map() AS map<string,bigint>)), {hashes}) END"
         ).alias("vh"),
         F.lit(batch_id).cast("bigint").alias("batch"),
         F.current_timestamp().alias("written"),

@@ -87,20 +87,24 @@ def state_structs(state: str, key: tuple[str, ...], shape: MirrorShape) -> tuple
 
 def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k")) -> DataFrame:
     """One row per key: the state its changes leave (``st``: ``live``, ``full``, ``img``), the key columns
-    ``kimg``, whether the mirror held the key before the first of them (``first_prev_live``), and the
-    lineage columns of the last change (``last``)."""
+    ``kimg``, whether the mirror held the key before the first of them (``first_prev_live``), the lineage
+    columns of the last change (``last``), and where the rows have it, ``held``: the value hashes key state
+    held for a live key (:func:`pipelines.gold.decide.key_state_rows`)."""
     from pyspark.sql import functions as F
 
+    held = [F.first("held", ignorenulls=True).alias("held")] if "held" in rows.columns else []
     per_key = rows.groupBy(*by).agg(
         F.collect_list(F.struct(*CHANGE_STRUCT)).alias("chs"),
         F.max_by("kimg", ORD).alias("kimg"),
         F.min_by("prev_live", ORD).alias("first_prev_live"),
+        *held,
     )
     ordered = f"array_sort(chs, {BY_ORD})"
     return per_key.selectExpr(
         *by,
         "kimg",
         "first_prev_live",
+        *(["held"] if held else []),
         f"aggregate({ordered}, {FOLD_START}, (acc, c) -> {fold_step('acc')}) AS st",
         f"element_at({ordered}, -1) AS last",
     )

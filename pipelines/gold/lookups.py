@@ -36,10 +36,13 @@ def map_sql(entries: Mapping[str, str], value_type: str) -> str:
 
 def canonical_text(value_sql: str, delta_type: str) -> str:
     """SQL of a typed value as the text that names it in a key or a row hash: bytes as Base64, a
-    decimal without trailing zeros (so a widened DECIMAL names the same value), anything else cast."""
+    decimal without trailing zeros (so a widened DECIMAL names the same value), a document as JSON, anything
+    else cast."""
     t = delta_type.upper()
     if t == "BINARY":
         return f"base64({value_sql})"
+    if t == "VARIANT":  # keys sorted, numbers by value: equal documents, equal texts
+        return f"to_json({value_sql})"
     if t.startswith("DECIMAL"):
         return f"regexp_replace(regexp_replace(CAST({value_sql} AS STRING), '(\\\\.[0-9]*?)0+$', '$1'), '\\\\.$', '')"
     return f"CAST({value_sql} AS STRING)"

@@ -133,6 +133,7 @@ def flush_due(
         try:
             empty = spark.createDataFrame([], wh.silver("changes").read(spark).schema)
             batch = MicroBatch(spark, cfg, wh, app_id, last, stream)
+            batch.flush = True
             with batch.decided(empty):
                 batch.write()
             batch.log()

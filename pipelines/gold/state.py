@@ -95,11 +95,13 @@ class GoldState:
 
     # ---------------------------------------------------------------- key state
 
-    def key_state(self, spark: SparkSession, wanted: DataFrame, batch_id: int) -> DataFrame:
+    def key_state(self, spark: SparkSession, wanted: DataFrame, batch_id: int, small: bool = False) -> DataFrame:
         """Key state as batch ``batch_id`` finds it, for the (``mirror``, ``k``) pairs of ``wanted``:
-        ``s_seq``, ``s_live``, ``s_vh`` of the newest row of an earlier batch."""
+        ``s_seq``, ``s_live``, ``s_vh`` of the newest row of an earlier batch. ``small``: ``wanted`` is
+        broadcast (key state is not shuffled to meet it)."""
         from pyspark.sql import functions as F
 
+        wanted = F.broadcast(wanted) if small else wanted
         rows = self.keys.read(spark).where(F.col("batch") < batch_id).join(wanted, ["mirror", "k"], "left_semi")
         newest = F.max_by(F.struct("seq", "live", "vh", "batch"), F.struct("batch", "written"))
         return (
@@ -169,12 +171,16 @@ class GoldState:
         rows = self.progress.read(spark).groupBy("mirror").agg(F.max("batch").alias("batch")).collect()
         return {r["mirror"]: r["batch"] for r in rows}
 
-    def pending_now(self, spark: SparkSession, through: dict[str, int]) -> dict[str, Pending]:
-        """Per mirror: its changes still waiting (of batches after ``through[mirror]``)."""
+    def pending_now(
+        self, spark: SparkSession, through: dict[str, int], before: int | None = None
+    ) -> dict[str, Pending]:
+        """Per mirror: its changes still waiting (of batches after ``through[mirror]``, and before batch
+        ``before`` where given)."""
         from pyspark.sql import functions as F
 
+        pending = self.pending.read(spark)
         rows = (
-            self.pending.read(spark)
+            (pending if before is None else pending.where(F.col("batch") < before))
             .dropDuplicates(list(CHANGE_IDENTITY))
             .groupBy("mirror", "batch")
             .agg(F.count(F.lit(1)).alias("n"), (F.min(F.unix_micros("ingest_time")) / 1e6).alias("oldest"))

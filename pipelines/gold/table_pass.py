@@ -25,7 +25,6 @@ from pipelines.gold.due import Budget, Waiting, due_mirrors
 from pipelines.gold.fold import fold_per_key
 from pipelines.gold.history import merge_history
 from pipelines.gold.keyed import KeyWrites, apply_keyed, typed_key
-from pipelines.gold.lookups import MIRROR
 from pipelines.gold.multiset import apply_multiset
 from pipelines.gold.parallel import apply_all
 from pipelines.gold.plan import TablePlan
@@ -59,7 +58,9 @@ class MicroBatch(BatchPass):
         try:
             tasks: dict[str, Callable[[SparkSession], object]] = {}
             if any(self._fresh(m) for m in self.keyed):
-                tasks["key state"] = lambda s: self.state.append_keys(self._key_state(fresh_folded))
+                tasks["key state"] = lambda s: self.state.append_keys(
+                    key_state_rows(fresh_folded, self.lookups, self.state_batch)
+                )
             if deferred:
                 waiting_rows = self.fresh.where(F.col("mirror").isin(deferred))
                 tasks["pending changes"] = lambda s: self.state.append_pending(waiting_rows)
@@ -121,14 +122,6 @@ class MicroBatch(BatchPass):
         """The batch a mirror's pending changes are applied through (a mirror made again since: its start)."""
         return max(self.stream.through.get(plan.mirror, -2), (plan.since or 0) - 1)
 
-    def _key_state(self, fresh_folded: DataFrame) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        held = (
-            self.rows.where("s_live").select(F.col(MIRROR).alias("mirror"), "k", "s_vh").dropDuplicates(["mirror", "k"])
-        )
-        return key_state_rows(fresh_folded, held, self.lookups, self.state_batch)
-
     @contextmanager
     def _apply_set(self, fresh_folded: DataFrame, due: Mapping[str, str]) -> Iterator[dict[str, DataFrame]]:
         """Per due mirror, its folded keys (``mirror`` filtered): this batch's fold, or for a mirror with
@@ -144,8 +137,9 @@ class MicroBatch(BatchPass):
         if not self.waited:
             yield folded
             return
-        waiting = self.state.pending_changes(self.spark, dict(self.waited), self.state_batch)
-        both = self.fresh.where(F.col("mirror").isin(list(self.waited))).unionByName(waiting)
+        before = self.state_batch + 1 if self.flush else self.state_batch
+        waiting = self.state.pending_changes(self.spark, dict(self.waited), before)
+        both = self.fresh.where(F.col("mirror").isin(list(self.waited))).unionByName(waiting, allowMissingColumns=True)
         self.changes_of.update({m: mine(both, m) for m in self.waited})
         with checkpointed(fold_per_key(both)) as joined:
             folded.update({m: mine(joined, m) for m in self.waited})

@@ -18,7 +18,8 @@ datetime        ``YYYY-MM-DDTHH:MM:SS[.f]``     TIMESTAMP_NTZ (STRING above 6
                 (zone-less wall clock)          fraction digits)
 timestamp       ``YYYY-MM-DDTHH:MM:SS[.f]Z``    TIMESTAMP (UTC instant)
 time            ``HH:MM:SS[.f]``                STRING
-string / json   the text                        STRING
+json            the document's JSON text        VARIANT (``doc:address.city``)
+string          the text                        STRING
 ==============  ==============================  =================================
 
 Fractions keep up to 9 digits with trailing zeros removed. Nothing here ever goes

@@ -87,7 +87,9 @@ _BYTES_TYPES = {
 }  # OMS writes BIT as Base64 (seeds 000, 001)
 _DATETIME_TYPES = {"datetime", "timestamp without time zone", "smalldatetime", "datetime2"}
 _TIMESTAMP_TYPES = {"timestamp", "timestamptz", "timestamp with time zone", "timestamp with local time zone", "instant"}
-_JSON_TYPES = {"json", "jsonb", "object", "array"}  # MongoDB BSON object / array: their extended JSON text
+#: JSON documents (MongoDB BSON object / array: their extended JSON text): a mirror holds them as VARIANT;
+#: ``variant`` is the name configuration may give a column for the same.
+_JSON_TYPES = {"json", "jsonb", "object", "array", "variant"}
 #: Type names whose values are kept as text (family ``string``) on purpose; any other name that
 #: :func:`family` reads as text is unknown to lakecdc (configuration refuses it: ``bignt``).
 TEXT_TYPES = frozenset(
@@ -390,4 +392,6 @@ def spark_type(source_type: str | None) -> str:
         if args and args[0] > 6:
             return "STRING"
         return "TIMESTAMP_NTZ" if fam == "datetime" else "TIMESTAMP"
+    if fam == "json":
+        return "VARIANT"
     return "STRING"

@@ -97,9 +97,9 @@ def test_mirrors_show_real_row_counts_freshness_and_lag(spark, demo, runs):
     run = runs("mirrors")
     overview = run.table_with("mirror", "rows", "last_seq", "freshness_s", "lag_s")
     refs = mirror_refs(spark, demo)
-    # the mirrors are those export lists: side tables (tombstones) exist but are not among them
+    # the mirrors are those export lists: gold's state tables (key state, pending, progress) exist but are not among them
     assert sorted(overview["mirror"]) == sorted(refs)
-    assert any((Path(demo.root) / "gold" / "_tombstones").iterdir())
+    assert any((Path(demo.root) / "gold" / "_state").iterdir())
     assert len(refs) == 3
     for row in overview.to_dict("records"):
         ref = refs[row["mirror"]]
@@ -227,7 +227,7 @@ def _register(spark, demo, catalog: str, layered: bool) -> str:
     for path in sorted((Path(demo.root) / "gold").iterdir()):
         if (path / "_delta_log").is_dir():  # a mirror
             tables[f"{gold}.{prefix}{path.name}"] = str(path)
-        else:  # a folder of side tables: _tombstones/<mirror> is [gold_]_tombstones_<mirror> in a catalog
+        else:  # a folder of state tables: _state/keys is [gold_]_state_keys in a catalog
             for table in sorted(path.iterdir()):
                 tables[f"{gold}.{prefix}{path.name}_{table.name}"] = str(table)
     for name, location in tables.items():

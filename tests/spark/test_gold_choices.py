@@ -116,3 +116,79 @@ def _doc(gold: Gold) -> dict:
         "quality_checks": False,
         "sources": [{"name": "s", "format": "oms_canal", "path": "/none"}],
     }
+
+
+# ---------------------------------------------------------------- documents as VARIANT
+
+OID = "64650cf67dc36a464e76e5"
+
+
+def _mongo(n: int, doc: str, op: str = "INSERT", record: str = "insert", where: str | None = None) -> bytes:
+    """A DRS MongoDB message (seed 003): the document is shell-style extended JSON text."""
+    return json.dumps(
+        {"id": n, "op": op, "dbType": "MongoDB", "db": "shop", "coll": "t", "value": doc, "where": where,
+         "recordType": record, "es": 1_700_000_000_000 + n, "clusterTime": f"1700000000:{n}"}
+    ).encode()  # fmt: skip
+
+
+def _document(n: int, fields: str = "") -> str:
+    """A document of the collection, as DRS writes it: ``{"_id": ObjectId("..."), <fields>}``."""
+    return '{"_id": ObjectId("' + f"{OID}{n:02d}" + '")' + (", " + fields if fields else "") + "}"
+
+
+DOC = '{"address": {"city": "Oslo", "zip": "0150"}, "n": 9.999999999999999093266253, "big": 10223372036854775806}'
+
+
+def test_mongodb_sub_documents_are_variant_queried_with_paths(spark, tmp_path):
+    """A sub-document and an array of a DRS MongoDB collection land as VARIANT: analysts write
+    ``doc:address.city::string``, numbers keep every digit, ``export`` prints the JSON (keys sorted), the
+    history keeps each version. A document VARIANT would hold inexactly (a number with an exponent) is
+    quarantined, and the others apply."""
+    from pipelines.export import variant_json
+
+    gold = Gold(spark, tmp_path, fmt="drs_mongo", history=True)
+    first = _document(1, '"name": "a", "doc": ' + DOC + ', "tags": ["x", 2.50]')
+    inexact = _document(2, '"name": "b", "doc": {"n": 1.5e400}')
+    gold.apply_messages([_mongo(1, first), _mongo(2, inexact)])
+    mirror = gold.wh.mirror("shop.t")
+    types = {f.name: f.dataType.simpleString() for f in mirror.read(spark).schema.fields}
+    assert (types["doc"], types["tags"], types["name"]) == ("variant", "variant", "string")
+    row = spark.sql(
+        f"SELECT doc:address.city::string AS city, doc:n::string AS n, doc:big::string AS big, "
+        f"tags:[1]::string AS second FROM {mirror.sql}"
+    ).first()
+    assert row.asDict() == {"city": "Oslo", "n": "9.999999999999999093266253", "big": "10223372036854775806",
+                            "second": "2.5"}  # fmt: skip
+    [exported] = gold.rows()
+    assert (
+        exported["doc"]
+        == variant_json(DOC)
+        == ('{"address":{"city":"Oslo","zip":"0150"},"big":10223372036854775806,"n":9.999999999999999093266253}')
+    )
+    [refused] = gold.quarantine()
+    assert "VARIANT" in refused["reason"] and "doc" in refused["reason"], refused["reason"]
+
+    replaced = _document(1, '"name": "a", "doc": {"address": {"city": "Bergen"}}')
+    gold.apply_messages([_mongo(3, replaced, op="UPDATE", record="replace", where=_document(1))])
+    assert spark.sql(f"SELECT doc:address.city::string FROM {mirror.sql}").first()[0] == "Bergen"
+    assert gold.rows()[0]["tags"] is None, "a replace removes what the new document lacks"
+    history = spark.sql(
+        f"SELECT doc:address.city::string AS city, _current FROM {gold.wh.history('shop.t').sql} ORDER BY _valid_from_seq"
+    ).collect()
+    assert [(r.city, r._current) for r in history] == [("Oslo", False), ("Bergen", True)], "SCD2 versions of documents"
+
+
+def test_a_mirror_that_holds_documents_as_text_keeps_them_so(spark, tmp_path):
+    """A mirror an earlier version wrote (documents in a STRING column; here by configuration) keeps the
+    column and its exact text when the configuration no longer types it: no retype, no quarantine."""
+    doc = _document(1, '"doc": {"b": 1.10, "a": [1]}')
+    older = Gold(spark, tmp_path, fmt="drs_mongo", columns={"doc": "string"})
+    older.apply_messages([_mongo(1, doc)])
+    newer = Gold(spark, tmp_path, fmt="drs_mongo")
+    newer.batches = older.batches
+    doc2 = _document(2, '"doc": {"b": 2.20}')
+    newer.apply_messages([_mongo(2, doc2)])
+    types = {f.name: f.dataType.simpleString() for f in newer.mirror().schema.fields}
+    assert types["doc"] == "string"
+    assert [r["doc"] for r in newer.rows()] == ['{"b":1.10,"a":[1]}', '{"b":2.20}'], "the exact text, as before"
+    assert newer.quarantine() == []

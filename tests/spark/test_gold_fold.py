@@ -32,7 +32,13 @@ def test_the_fold_names_every_column_however_hostile(spark):
         "bronze_position STRING, ingest_time TIMESTAMP",
     )
     keyed = with_order(frame).selectExpr(
-        f"'m' AS {MIRROR}", "'[\"1\"]' AS k", "map('id', after['id']) AS kimg", "false AS prev_live", "*"
+        f"'m' AS {MIRROR}",
+        "'[\"1\"]' AS k",
+        "map('id', after['id']) AS kimg",
+        "false AS prev_live",
+        "false AS s_live",
+        "CAST(NULL AS map<string,bigint>) AS s_vh",
+        "*",  # a key the mirror never held
     )
     folded = merge_source(fold_per_key(fold_inputs(keyed, 0)), ("id",), MirrorShape(columns=columns))
     [row] = folded.selectExpr(

@@ -47,11 +47,12 @@ def change(op: str, n: int, before=None, after=None, types=None, key=("id",), ta
 class Gold:
     """A warehouse and its silver tables; ``apply`` runs one gold micro-batch of changes."""
 
-    def __init__(self, spark, tmp_path, quality_checks: bool = False, **table_options):
+    def __init__(self, spark, tmp_path, quality_checks: bool = False, fmt: str = FMT, **table_options):
+        self.fmt = fmt
         doc = {
             "warehouse": str(tmp_path / "wh"),
             "quality_checks": quality_checks,
-            "sources": [{"name": "s", "format": FMT, "path": str(tmp_path / "none")}],
+            "sources": [{"name": "s", "format": fmt, "path": str(tmp_path / "none")}],
         }
         if table_options:
             doc["tables"] = {"shop.t": table_options}
@@ -61,12 +62,12 @@ class Gold:
         self.batches = 0
 
     def frame(self, changes: list[Change]):
-        ctx = self.cfg.decode_context(FMT)
-        return self.frame_of_messages([get_decoder(FMT).encode(ch, ctx) for ch in changes])
+        ctx = self.cfg.decode_context(self.fmt)
+        return self.frame_of_messages([get_decoder(self.fmt).encode(ch, ctx) for ch in changes])
 
     def frame_of_messages(self, messages: list[bytes]):
         rows = [
-            ("s", FMT, raw, f"file:/x#{self.batches}.{i}", f"{self.batches:06d}{i:06d}", None)
+            ("s", self.fmt, raw, f"file:/x#{self.batches}.{i}", f"{self.batches:06d}{i:06d}", None)
             for i, raw in enumerate(messages)
         ]
         bronze = self.spark.createDataFrame(
@@ -75,7 +76,14 @@ class Gold:
         return decode_frame(bronze, self.cfg).where("kind = 'change'").drop("kind")
 
     def apply(self, changes: list[Change]):
-        stats = apply_gold_batch(self.spark, self.frame(changes), self.batches, self.cfg, self.wh, "app-test")
+        return self.apply_frame(self.frame(changes))
+
+    def apply_messages(self, messages: list[bytes]):
+        """One gold micro-batch of what silver decodes from these messages (its format's own)."""
+        return self.apply_frame(self.frame_of_messages(messages))
+
+    def apply_frame(self, frame):
+        stats = apply_gold_batch(self.spark, frame, self.batches, self.cfg, self.wh, "app-test")
         self.batches += 1
         return stats
 

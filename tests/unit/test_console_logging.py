@@ -60,3 +60,32 @@ def test_the_log4j2_file_sets_the_root_the_shell_and_the_quiet_loggers(tmp_path)
     path = log4j2_file(tmp_path, "WARN")
     assert path.name == "log4j2-warn.properties" and path.read_text() == log4j2_properties("WARN")
     assert log4j2_file(tmp_path, "WARN") == path and list(tmp_path.iterdir()) == [path]
+
+
+def test_pyspark_query_context_loggers_survive_a_lost_race():
+    """A plain Logger under PySpark's query-context name (what two threads raising at once can leave) makes
+    every later exception fail in its own logging (``unexpected keyword argument 'errorClass'``); made at
+    session start, the names hold PySparkLoggers that take the keywords."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    from pipelines.spark_logs import QUERY_CONTEXT_LOGGERS, query_context_loggers
+
+    name = QUERY_CONTEXT_LOGGERS[0]
+    logging.Logger.manager.loggerDict.pop(name, None)
+    plain = logging.getLogger(name)  # the race's outcome
+    assert not isinstance(plain, PySparkLogger)
+    query_context_loggers()
+    for each in QUERY_CONTEXT_LOGGERS:
+        made = PySparkLogger.getLogger(each)
+        assert isinstance(made, PySparkLogger), each
+        seen: list[logging.LogRecord] = []
+        catcher = logging.Handler()
+        catcher.emit = seen.append
+        made.addHandler(catcher)
+        try:
+            made.exception("a message", errorClass="SOME_CLASS")  # the call PySpark's exceptions make
+        finally:
+            made.removeHandler(catcher)
+        assert [r.getMessage() for r in seen] and "SOME_CLASS" in str(seen[0].__dict__), each

@@ -37,7 +37,7 @@ SPARK_TYPES = {
     "timestamp": {"TIMESTAMP", "STRING"},
     "time": {"STRING"},
     "string": {"STRING"},
-    "json": {"STRING"},
+    "json": {"VARIANT"},
 }
 
 
