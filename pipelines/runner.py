@@ -145,16 +145,23 @@ def _require_schemas(spark: SparkSession, wh: Warehouse) -> None:
 def check_run(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, gold: GoldStats, summary: RunSummary) -> None:
     """The built-in checks after a run, scaled to what it wrote. Gold recorded the key and change checks of
     every mirror it wrote, batch by batch; here come freshness (one read of silver's changes and heartbeats
-    for all sources, recorded for each mirror the run wrote) and, for a mirror the run gave only full-load
-    rows while it holds nothing else, the reconciliation of its rows with the full load. A run that wrote
-    nothing checks nothing (``lakecdc status`` watches a quiet source; ``lakecdc dq check`` every mirror)."""
+    for all sources, validated once per set of sources and recorded for each mirror the run wrote) and, for a
+    mirror the run gave only full-load rows while it holds nothing else, the reconciliation of its rows with the
+    full load. A run that wrote nothing checks nothing (``lakecdc status`` watches a quiet source;
+    ``lakecdc dq check`` every mirror)."""
     run_id = f"run-{uuid.uuid4().hex[:12]}"
     rows: list[dict] = []
     if gold.written:
         seen = last_seen(spark, wh)
         thresholds = {s.name: s.freshness for s in cfg.sources}
+        checked: dict[frozenset[str], list[dict]] = {}  # sources → the rows of the first mirror fed by them
         for mirror in sorted(gold.written.values(), key=lambda m: m.name):
-            rows += freshness_rows(mirror.name, mirror.sources, seen, thresholds, run_id=run_id)
+            sources = frozenset(mirror.sources)
+            if sources in checked:  # the same sources, the same verdict: validated once, not once per mirror
+                rows += [{**row, "table": mirror.name} for row in checked[sources]]
+            else:
+                checked[sources] = freshness_rows(mirror.name, sources, seen, thresholds, run_id=run_id)
+                rows += checked[sources]
     changes = wh.silver("changes").read(spark)
     for mirror in gold.snapshot_only:
         rows += _reconcile(spark, mirror, changes, run_id)

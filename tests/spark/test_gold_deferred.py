@@ -137,3 +137,22 @@ def test_the_run_checks_only_the_mirrors_it_wrote(spark, tmp_path):
     idle = RunSummary()
     check_run(spark, gold.cfg, gold.wh, type(stats)(), idle)  # a run that wrote nothing
     assert (idle.dq_results, results.count()) == (0, dq_results_ref(gold.wh).read(spark).count())
+
+
+def test_a_stale_source_is_validated_once_for_every_mirror_it_feeds(spark, tmp_path, monkeypatch):
+    """Two mirrors of one source whose newest change is from 2023: each gets its failed ``cdc_freshness`` row,
+    from one Great Expectations validation (not one per mirror: 200 mirrors took 80 s so)."""
+    import pipelines.quality.written as written
+
+    gold = _gold(spark, tmp_path)  # the batch's own checks off: only the run's are looked at
+    stats = _through_silver(
+        gold,
+        [change("INSERT", 1, after=_row(1, a="1"), table="t1"), change("INSERT", 2, after=_row(1, a="1"), table="t2")],
+    )
+    validations = []
+    real = written.run_checks
+    monkeypatch.setattr(written, "run_checks", lambda *a, **k: validations.append(a[0]) or real(*a, **k))
+    check_run(spark, gold.cfg, gold.wh, stats, RunSummary())
+    rows = dq_results_ref(gold.wh).read(spark).where("expectation = 'cdc_freshness'").collect()
+    assert sorted((r["table"], r["success"]) for r in rows) == [("shop.t1", False), ("shop.t2", False)]
+    assert len(validations) == 1, validations
