@@ -428,7 +428,8 @@ def image_value(item: Any) -> tuple[Any, str | None]:
 def _integer(col: str, value: str, col_type: str, configured: dict[str, str], part: str) -> tuple[str, str]:
     """(value, type) of an Integer record by its column's type: the value in the type's range (a BIGINT
     value above 2^63 - 1 proves an unconfigured column BIGINT UNSIGNED: OMS drops UNSIGNED); a BIT
-    column's number as its bytes (seed 000's Avro table writes BIT as INTEGER)."""
+    column's number as its bytes (seed 000's Avro table writes BIT as INTEGER); under a time type, never
+    mislabelled: the canonical time its text is, or a Reject (the value fuzzer's find)."""
     fam = V.family(col_type)
     try:
         if fam == "int":
@@ -441,6 +442,8 @@ def _integer(col: str, value: str, col_type: str, configured: dict[str, str], pa
         if fam == "bytes":
             args = V.parse_type(col_type)[1]
             return V.base64_from_bit_number(int(value), V.bit_width(args[0], "BIT width") if args else None), col_type
+        if fam in ("date", "datetime", "timestamp", "time"):  # a number is no time: its text in time's shape, or Reject
+            return V.canonical(fam, value), col_type
     except Reject as exc:
         raise Reject(f"column '{col}' in {part}: {exc}") from None
     return value, col_type

@@ -522,7 +522,8 @@ def test_mongo_numbers_keep_their_bson_range(ctor, text):
 @pytest.mark.parametrize("fmt", ["dts_avro", "oms_avro"])
 def test_an_avro_value_of_another_kind_is_read_by_its_columns_type(fmt):
     """dataTypeNumber types the column before the value's kind: a Character '' under BIGINT was kept
-    as '' labelled bigint; a DateTime under TIMESTAMP kept its wall clock without the Z."""
+    as '' labelled bigint; a DateTime under TIMESTAMP kept its wall clock without the Z; an Integer under a
+    time type kept its digits."""
     from pipelines.formats._dts_record import NS, PARSED_BORN, read_record
     from tests.unit._carriers import avro, context, integer
 
@@ -540,6 +541,9 @@ def test_an_avro_value_of_another_kind_is_read_by_its_columns_type(fmt):
     quarantined(fmt, retyped((NS + "Character", {"charset": "utf8", "value": b""}), 8), context(), "not an integer")
     parts = dict(year=2020, month=1, day=2, hour=3, minute=4, second=5, millis=0)
     assert accepted(fmt, retyped((NS + "DateTime", parts), 7), context()) == "2020-01-02T03:04:05Z"
+    # an Integer under TIMESTAMP (7) or DATE (10) was kept as its digits, labelled a time (make fuzz found it)
+    quarantined(fmt, retyped(integer("9" * 80), 7), context(), "not a date-time")
+    quarantined(fmt, retyped(integer("20200102"), 10), context(), "date")
 
 
 def test_a_schema_field_without_a_type_is_no_type():
