@@ -21,14 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
 
 from pipelines.errors import Reject
 from pipelines.formats.base import ROW_OPS, Change
-from pipelines.warehouse import SourceTable
-
-if TYPE_CHECKING:
-    from pipelines.config import PipelineConfig
+from pipelines.names import SourceTable
 
 
 @dataclass(frozen=True)
@@ -109,28 +105,6 @@ class Selection:
             lower.setdefault(name.lower(), []).append(f)
         self._lower = lower
         self._skips: dict[tuple[str, str], str | None] = {}
-
-    @classmethod
-    def of(cls, cfg: PipelineConfig) -> Selection | None:
-        """The configuration's selection; None when it keeps every table and column."""
-        sources = {
-            s.name: TableFilter(f"sources[{i}].", s.include, s.exclude)
-            for i, s in enumerate(cfg.sources)
-            if s.include or s.exclude
-        }
-        columns = {
-            name: ColumnFilter(
-                name,
-                None if t.columns_include is None else frozenset(c.lower() for c in t.columns_include),
-                frozenset(c.lower() for c in t.columns_exclude),
-            )
-            for name, t in cfg.tables.items()
-            if t.columns_include is not None or t.columns_exclude
-        }
-        top = TableFilter("", cfg.include, cfg.exclude)
-        if not (top.include or top.exclude or sources or columns):
-            return None
-        return cls(top, sources, columns)
 
     def skip_reason(self, source: str, name: str) -> str | None:
         """Why the table ``name`` of source ``source`` is skipped (None: kept). Top-level lists first."""

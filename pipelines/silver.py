@@ -248,7 +248,7 @@ def decode_frame(df: DataFrame, cfg: PipelineConfig) -> DataFrame:
     """Bronze DataFrame (batch or stream) → decoded silver rows of all four kinds."""
     formats = {s.format for s in cfg.sources} | set(cfg.format_options) | {"auto"}
     contexts = {fmt: cfg.decode_context(fmt) for fmt in formats}
-    decode = make_decode_batches(contexts, cfg.decode_context(), Selection.of(cfg))
+    decode = make_decode_batches(contexts, cfg.decode_context(), cfg.selection())
     return bronze_input(df).mapInArrow(decode, DECODED_DDL)
 
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.config.fields import HISTORY, NAMING
 from pipelines.config.model import MAX_CLUSTER_COLUMNS
+from pipelines.names import DEFAULT_NAMING_TEMPLATE, MirrorNaming, naming_errors
 from pipelines.selection import TableFilter, skipped_everywhere
-from pipelines.warehouse import DEFAULT_NAMING_TEMPLATE, MirrorNaming, naming_errors
 
 if TYPE_CHECKING:
     from pipelines.config.model import Source, TableConfig

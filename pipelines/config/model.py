@@ -18,7 +18,8 @@ from pipelines.formats.base import (
     TableSpec,
 )
 from pipelines.layout import LAYERS
-from pipelines.warehouse import MirrorNaming
+from pipelines.names import MirrorNaming
+from pipelines.selection import ColumnFilter, Selection, TableFilter
 
 #: What gold does with a DROP, RENAME, narrowing or retype (``schema_changes``; see pipelines.gold.schema).
 SCHEMA_POLICIES = ("fail", "quarantine", "evolve", "ignore")
@@ -165,6 +166,28 @@ class PipelineConfig:
         if tc is not None and tc.ignore_null_updates is not None:
             return tc.ignore_null_updates
         return bool(next((s.ignore_null_updates for s in self.sources if s.name == source), None))
+
+    def selection(self) -> Selection | None:
+        """The tables and columns this configuration keeps (:class:`~pipelines.selection.Selection`); None when
+        it keeps every table and column."""
+        sources = {
+            s.name: TableFilter(f"sources[{i}].", s.include, s.exclude)
+            for i, s in enumerate(self.sources)
+            if s.include or s.exclude
+        }
+        columns = {
+            name: ColumnFilter(
+                name,
+                None if t.columns_include is None else frozenset(c.lower() for c in t.columns_include),
+                frozenset(c.lower() for c in t.columns_exclude),
+            )
+            for name, t in self.tables.items()
+            if t.columns_include is not None or t.columns_exclude
+        }
+        top = TableFilter("", self.include, self.exclude)
+        if not (top.include or top.exclude or sources or columns):
+            return None
+        return Selection(top, sources, columns)
 
     def source(self, name: str) -> Source:
         for s in self.sources:

@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from pipelines.config import choices
+import pipelines.config.choices as choices
 from pipelines.config.fields import GOLD, KAFKA, LIMITS, SCHEMAS, SOURCE, STATUS, TABLE, TOP_LEVEL
 from pipelines.config.locations import location_errors
 from pipelines.config.model import (

@@ -11,7 +11,6 @@ from pipelines.config import parse_config
 from pipelines.formats import get_decoder
 from pipelines.formats.base import Change, DecodeContext, Image
 from pipelines.layout import SKIPPED_COLUMNS
-from pipelines.selection import Selection
 from pipelines.silver import decoded_rows, make_decode_batches
 from pipelines.spark_schema import arrow_schema_of
 
@@ -35,20 +34,18 @@ def change(table="orders", db="shop", op="INSERT", **images) -> Change:
 
 
 def test_no_lists_no_selection():
-    assert Selection.of(cfg()) is None
+    assert cfg().selection() is None
 
 
 def test_tables_are_skipped_by_name_or_pattern_top_level_then_per_source():
-    sel = Selection.of(
-        cfg(
-            include=["shop.*", "demo_tenant.shop.*"],
-            exclude=["shop.tmp_*"],
-            sources=[
-                {"name": "s", "format": FMT, "path": "x", "exclude": ["shop.audit"]},
-                {"name": "t", "format": FMT, "path": "y"},
-            ],
-        )
-    )
+    sel = cfg(
+        include=["shop.*", "demo_tenant.shop.*"],
+        exclude=["shop.tmp_*"],
+        sources=[
+            {"name": "s", "format": FMT, "path": "x", "exclude": ["shop.audit"]},
+            {"name": "t", "format": FMT, "path": "y"},
+        ],
+    ).selection()
     assert sel.skip_reason("s", "shop.orders") is None
     assert sel.skip_reason("s", "demo_tenant.shop.customers") is None
     assert sel.skip_reason("s", "crm.users") == "not matched by include ['shop.*', 'demo_tenant.shop.*']"
@@ -59,7 +56,7 @@ def test_tables_are_skipped_by_name_or_pattern_top_level_then_per_source():
 
 
 def test_a_skipped_change_is_a_skipped_row_with_its_pointer_and_no_values():
-    sel = Selection.of(cfg(exclude=["shop.audit"]))
+    sel = cfg(exclude=["shop.audit"]).selection()
     changes = [
         change(after={"id": "1", "secret": "x"}),
         change("audit", after={"id": "2", "secret": "y"}),
@@ -86,7 +83,7 @@ def test_a_skipped_change_is_a_skipped_row_with_its_pointer_and_no_values():
 
 
 def test_excluded_columns_leave_every_image_list_and_map_in_any_case():
-    sel = Selection.of(cfg(tables={"shop.orders": {"key": ["id"], "columns_exclude": ["SSN", "note"]}}))
+    sel = cfg(tables={"shop.orders": {"key": ["id"], "columns_exclude": ["SSN", "note"]}}).selection()
     before = Image({"id": "1", "ssn": "111", "Note": "a", "amount": "1.00"})
     after = Image({"id": "1", "ssn": None, "Note": "b", "amount": "2.00"})
     after.invalid["ssn"] = "0000"
@@ -108,7 +105,7 @@ def test_excluded_columns_leave_every_image_list_and_map_in_any_case():
 
 
 def test_columns_include_keeps_only_its_columns_and_a_table_matches_as_gold_finds_it():
-    sel = Selection.of(cfg(tables={"Shop.Orders": {"key": ["id"], "columns_include": ["id", "amount"]}}))
+    sel = cfg(tables={"Shop.Orders": {"key": ["id"], "columns_include": ["id", "amount"]}}).selection()
     [(kept, _)] = sel.decide("s", [change(after={"id": "1", "amount": "2", "ssn": "x"})])  # case-insensitive entry
     assert kept.after == {"id": "1", "amount": "2"}
     [(other, _)] = sel.decide("s", [change("lines", after={"id": "1", "ssn": "x"})])
@@ -124,7 +121,7 @@ def _silver(config, messages: list[bytes]) -> list[dict]:
     ]
     batch = pa.RecordBatch.from_pylist(rows, schema=arrow_schema_of(BRONZE_DDL))
     ctx = config.decode_context(FMT)
-    decode = make_decode_batches({FMT: ctx}, ctx, Selection.of(config))
+    decode = make_decode_batches({FMT: ctx}, ctx, config.selection())
     return [r for out in decode([batch]) for r in out.to_pylist()]
 
 
