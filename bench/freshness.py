@@ -21,8 +21,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.latency import TYPES, _percentile, _Producer, _round, stage_batches, start_continuous
-from pipelines.config import parse_config
+from bench.latency import TYPES, _percentile, _Producer, _round, continuous_config, stage_batches, start_continuous
 from pipelines.formats import Change, DecodeContext, get_decoder
 from pipelines.warehouse import Warehouse
 
@@ -118,20 +117,9 @@ def run_freshness(spark, work: Path, sizes: dict, checks: bool) -> dict:
     try:
         topic = "bench-freshness"
         broker.create_topic(topic, 3)
-        cfg = parse_config(
-            {
-                "warehouse": str(work / "warehouse"),
-                "quality_checks": checks,
-                "trigger": "continuous",
-                "processing_time": sizes["trigger"],
-                "gold": {"max_delay": budget},
-                "sources": [
-                    {"name": "fresh", "format": "oms_canal",
-                     "kafka": {"bootstrap_servers": broker.bootstrap, "topics": [topic]}}
-                ],
-            },
-            origin="bench-freshness",
-        )  # fmt: skip
+        cfg = continuous_config(
+            work, broker.bootstrap, topic, "fresh", checks, sizes["trigger"], gold={"max_delay": budget}
+        )
         wh = Warehouse.from_config(cfg)
         runner, failure = start_continuous(spark, cfg, sizes["timeout"])
         _say(f"freshness: producing {len(records)} messages at {rate:g}/s for {sizes['seconds']} s "

@@ -215,6 +215,24 @@ def _active(spark, name: str):
     return next((q for q in spark.streams.active if q.name == name), None)
 
 
+def continuous_config(work: Path, bootstrap: str, topic: str, source: str, checks: bool, trigger: str, **extra):
+    """A continuous pipeline of one OMS Canal source ``source`` reading ``topic`` (``extra``: more top-level
+    keys, e.g. ``gold``)."""
+    return parse_config(
+        {
+            "warehouse": str(work / "warehouse"),
+            "quality_checks": checks,
+            "trigger": "continuous",
+            "processing_time": trigger,
+            **extra,
+            "sources": [
+                {"name": source, "format": "oms_canal", "kafka": {"bootstrap_servers": bootstrap, "topics": [topic]}}
+            ],
+        },
+        origin=f"bench-{source}",
+    )
+
+
 def start_continuous(spark, cfg, timeout: float) -> tuple[threading.Thread, list[BaseException]]:
     """Run the pipeline continuously in a thread (stopped after ``timeout`` s at the latest) and return once
     gold's stream is up and its first, empty triggers are done; the list gets the pipeline's failure."""
@@ -245,22 +263,7 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
     try:
         topic = "bench-latency"
         broker.create_topic(topic, 3)
-        cfg = parse_config(
-            {
-                "warehouse": str(work / "warehouse"),
-                "quality_checks": checks,
-                "trigger": "continuous",
-                "processing_time": sizes["trigger"],
-                "sources": [
-                    {
-                        "name": "latency",
-                        "format": "oms_canal",
-                        "kafka": {"bootstrap_servers": broker.bootstrap, "topics": [topic]},
-                    }
-                ],
-            },
-            origin="bench-latency",
-        )
+        cfg = continuous_config(work, broker.bootstrap, topic, "latency", checks, sizes["trigger"])
         wh = Warehouse.from_config(cfg)
         runner, failure = start_continuous(spark, cfg, sizes["timeout"])
         _say(f"latency: producing {len(records)} messages at {rate}/s ...")
