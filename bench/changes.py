@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pipelines.config import PipelineConfig, parse_config
 from pipelines.gold.stage import GoldStats, start_gold
+from pipelines.gold.steps import spark_jobs
 from pipelines.silver import ensure_silver
 from pipelines.warehouse import Warehouse
 
@@ -139,11 +140,9 @@ def append_changes(spark, wh: Warehouse, frame) -> int:
 
 
 def _jobs(spark) -> int:
-    """Spark jobs submitted so far in this context (the DAG scheduler's counter)."""
-    try:
-        return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
-    except Exception:  # noqa: BLE001 - informative only
-        return -1
+    """Spark jobs submitted so far in this context (the DAG scheduler's counter; -1 where unknown)."""
+    jobs = spark_jobs(spark)
+    return -1 if jobs is None else jobs
 
 
 def _commits(root: Path) -> int:
@@ -187,7 +186,13 @@ def run_gold(spark, cfg: PipelineConfig) -> StreamRun:
         rows,
         _jobs(spark) - jobs0,
         _commits(Path(wh.root)) - commits0,
-        {"applied": stats.applied, "stale": stats.stale, "quarantined": stats.quarantined, "tables": len(stats.tables)},
+        {
+            "applied": stats.applied,
+            "stale": stats.stale,
+            "quarantined": stats.quarantined,
+            "tables": len(stats.tables),
+            "steps": {name: cost.as_dict() for name, cost in stats.steps.items()},
+        },
     )
 
 

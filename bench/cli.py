@@ -272,6 +272,16 @@ def _fmt(value, unit: str = "") -> str:
     return f"{text} {unit}".strip()
 
 
+def steps_text(case: dict) -> str:
+    """A gold case's cost per batch by step: ``plan 1 job 0.41 s · decide ...`` (pipelines.gold.steps)."""
+    batches = max(1, case.get("gold_batches") or 1)
+    parts = []
+    for name, cost in case["gold_steps"].items():
+        jobs = "" if cost.get("jobs") is None else f"{cost['jobs'] / batches:.0f} jobs "
+        parts.append(f"{name} {jobs}{cost['seconds'] / batches:.2f} s")
+    return " · ".join(parts) + f" (per batch, {case.get('gold_jobs')} jobs in all)"
+
+
 def render(results: dict, only: list[str]) -> str:
     """The figures as a text table: each next to its comparison, each section's target and verdict."""
     head = ("section", "figure", "value", "comparison", "compared value", "ratio", "target", "verdict")
@@ -301,6 +311,11 @@ def render(results: dict, only: list[str]) -> str:
                     f"{verdict} ({body.get('mode', '')})" if last else "",
                 )
             )
+        for case in [*body.get("cases", []), *([body["small_case"]] if body.get("small_case") else [])]:
+            if case.get("gold_steps") and not case.get("reused"):
+                rows.append(
+                    ("", f"gold per step, {case['tables']} table(s): {steps_text(case)}", "", "", "", "", "", "")
+                )
         uses = body.get("gold_uses")
         if uses:
             rows.append(("", "gold's mirror uses: " + ", ".join(uses), "", "", "", "", "", ""))

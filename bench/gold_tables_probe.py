@@ -43,7 +43,7 @@ PROFILED = (
     ("pipelines.gold.stage", "write_results"),
     ("pipelines.gold.keyed", "count_changes"),
     ("pipelines.gold.keyed", "merge_keyed"),
-    ("pipelines.gold.parallel", "release_table"),
+    ("pipelines.gold.parallel", "release_tables"),
 )
 
 #: Wall seconds spent in each :data:`PROFILED` step since the last :func:`_take_step_seconds`.

@@ -20,6 +20,9 @@ from bench.latency import messages
 from pipelines.config import parse_config
 from pipelines.runner import run_pipeline
 
+#: A run with nothing new over the warehouse's mirrors, JVM already up (issue 31).
+IDLE_TARGET = 10.0
+
 
 def _say(msg: str) -> None:
     print(f"[bench] {msg}", flush=True)
@@ -90,20 +93,20 @@ def run_whole(spark, work: Path, sizes: dict, checks: bool) -> dict:
                 "value": c["idle_wall_seconds"],
                 "unit": "s",
                 "compare_name": "target",
-                "compare_value": 15.0,
-                "ratio": round(c["idle_wall_seconds"] / 15.0, 2),
-                "ratio_meaning": "seconds / 15 s",
+                "compare_value": IDLE_TARGET,
+                "ratio": round(c["idle_wall_seconds"] / IDLE_TARGET, 2),
+                "ratio_meaning": f"seconds / {IDLE_TARGET:g} s",
             }
         )
-    idle_ok = all(c["idle_wall_seconds"] <= 15.0 for c in cases)
+    idle_ok = all(c["idle_wall_seconds"] <= IDLE_TARGET for c in cases)
     return {
         "cases": cases,
         "figures": figures,
         "ratio": round(ratio, 2) if ratio is not None else None,
         "target": {
-            "text": f"whole run ≤ 1.2× its gold time at {most['tables']} tables; nothing new ≤ 15 s",
+            "text": f"whole run ≤ 1.2× its gold time at {most['tables']} tables; nothing new ≤ {IDLE_TARGET:g} s",
             "max": 1.2,
-            "idle_max_seconds": 15.0,
+            "idle_max_seconds": IDLE_TARGET,
         },
         "verdict": "PASS" if ratio is not None and ratio <= 1.2 and idle_ok else "FAIL",
     }

@@ -121,6 +121,11 @@ def run_pipeline(
             f"gold: {gold_stats.unaccounted} of {gold_stats.changes} changes were neither applied, stale nor "
             "quarantined (the log names the tables)"
         )
+    if gold_stats.later:
+        progress(
+            f"gold: {gold_stats.later} changes of new tables wait for the next batch "
+            f"(limits.new_mirrors_per_batch: {cfg.new_mirrors_per_batch})"
+        )
     if gold_stats.waiting:
         progress(f"gold: {gold_stats.waiting} changes wait within their mirrors' freshness budget (lakecdc status)")
     if "gold" in ordered and cfg.quality_checks:

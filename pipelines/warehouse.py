@@ -92,7 +92,7 @@ SILVER_TABLES = ("changes", "quarantine", "heartbeats", "ddl_log", "skipped")
 #: The tables gold keeps next to a mirror: deleted keys, ids of applied changes (keyless), SCD2 history.
 SIDE_TABLES = ("tombstones", "applied", "history")
 #: Gold's shared state tables, one each for all mirrors (pipelines.gold.state).
-STATE_TABLES = ("keys", "pending", "progress")
+STATE_TABLES = ("keys", "pending", "progress", "later")
 #: A state table's catalog name after the gold schema's prefix: mirror names never start with ``_``.
 STATE_PREFIX = "_lakecdc_"
 

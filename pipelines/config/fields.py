@@ -17,6 +17,7 @@ from pipelines.config.model import (
     DEFAULT_GOLD_MAX_PENDING,
     DEFAULT_GOLD_PARALLELISM,
     DEFAULT_INVALID_VALUE_POLICY,
+    DEFAULT_NEW_MIRRORS_PER_BATCH,
     DEFAULT_SCHEMA_POLICY,
     INVALID_VALUE_POLICIES,
     MAX_CLUSTER_COLUMNS,
@@ -201,12 +202,19 @@ NAMING = Section(
 
 LIMITS = Section(
     "limits",
-    "A message past any of these is quarantined, not decoded.",
+    "Bounds. A message past any of the first four is quarantined, not decoded; new tables past the last wait.",
     (
         Field("max_message_bytes", _LIMIT_TYPE, str(DEFAULT_MAX_MESSAGE_BYTES), "Bytes of one message."),
         Field("max_depth", _LIMIT_TYPE, str(DEFAULT_MAX_DEPTH), "Nesting depth of one JSON message."),
         Field("max_width", _LIMIT_TYPE, str(DEFAULT_MAX_WIDTH), "Elements of one JSON array or object."),
         Field("max_elements", _LIMIT_TYPE, str(DEFAULT_MAX_ELEMENTS), "Elements of one message, all levels."),
+        Field(
+            "new_mirrors_per_batch",
+            _LIMIT_TYPE,
+            str(DEFAULT_NEW_MIRRORS_PER_BATCH),
+            "Mirrors gold creates in one batch; the changes of further new tables wait, durably, for the next "
+            "batch (a run until caught up goes on until every one has its mirror).",
+        ),
     ),
 )
 

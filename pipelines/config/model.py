@@ -21,6 +21,10 @@ from pipelines.layout import LAYERS
 from pipelines.names import MirrorNaming
 from pipelines.selection import ColumnFilter, Selection, TableFilter
 
+#: Mirrors gold creates in one batch at most (``limits.new_mirrors_per_batch``): the changes of further new
+#: tables wait for the next batch (about 1 s per new mirror on 2 cores: docs/benchmark.md).
+DEFAULT_NEW_MIRRORS_PER_BATCH = 100
+
 #: What gold does with a DROP, RENAME, narrowing or retype (``schema_changes``; see pipelines.gold.schema).
 SCHEMA_POLICIES = ("fail", "quarantine", "evolve", "ignore")
 DEFAULT_SCHEMA_POLICY = "fail"
@@ -124,6 +128,7 @@ class PipelineConfig:
     max_depth: int = DEFAULT_MAX_DEPTH
     max_width: int = DEFAULT_MAX_WIDTH  # elements of one JSON array / object in a message
     max_elements: int = DEFAULT_MAX_ELEMENTS  # elements of one message, all levels
+    new_mirrors_per_batch: int = DEFAULT_NEW_MIRRORS_PER_BATCH  # more new tables wait for the next batch
     default_table: str | None = None  # for formats whose messages name no table (DebeziumSmt)
     format_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     quality_checks: bool = True  # built-in CDC checks + Data Docs after each gold run

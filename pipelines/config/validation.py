@@ -17,6 +17,7 @@ from pipelines.config.model import (
     DEFAULT_GOLD_MAX_PENDING,
     DEFAULT_GOLD_PARALLELISM,
     DEFAULT_INVALID_VALUE_POLICY,
+    DEFAULT_NEW_MIRRORS_PER_BATCH,
     DEFAULT_SCHEMA_POLICY,
     INVALID_VALUE_POLICIES,
     MAX_GOLD_PARALLELISM,
@@ -46,6 +47,7 @@ _LIMITS = {
     "max_depth": DEFAULT_MAX_DEPTH,
     "max_width": DEFAULT_MAX_WIDTH,
     "max_elements": DEFAULT_MAX_ELEMENTS,
+    "new_mirrors_per_batch": DEFAULT_NEW_MIRRORS_PER_BATCH,
 }
 #: A Spark trigger interval: ``10 seconds``, ``1 minute 30 seconds``, ``interval 500 milliseconds``.
 _INTERVAL_RE = re.compile(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.delta_writes import append_idempotent, idempotent_dml
 from pipelines.gold.identity import MirrorIdentity
+from pipelines.gold.steps import StepCost
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -95,8 +96,10 @@ class GoldStats:
     changes: int = 0  # the changes the batch held for these tables
     written: dict[str, WrittenMirror] = field(default_factory=dict)  # by state key: mirrors written
     waiting: int = 0  # changes left pending for mirrors not due yet (after the last batch)
+    later: int = 0  # changes of new tables past limits.new_mirrors_per_batch, waiting (after the last batch)
     results: int = 0  # dq_results rows written
     failed: int = 0  # ... of which failed
+    steps: dict[str, StepCost] = field(default_factory=dict)  # seconds and Spark jobs per step (pipelines.gold.steps)
 
     def add(self, other: GoldStats) -> None:
         self.applied += other.applied
@@ -110,8 +113,11 @@ class GoldStats:
             else:
                 self.written[key] = mirror
         self.waiting = other.waiting
+        self.later = other.later
         self.results += other.results
         self.failed += other.failed
+        for name, cost in other.steps.items():
+            self.steps.setdefault(name, StepCost()).add(cost)
 
     @property
     def snapshot_only(self) -> list[WrittenMirror]:

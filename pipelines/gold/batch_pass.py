@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
+from pipelines.delta_writes import session_conf
 from pipelines.gold.batch import BatchContext, GoldStats, Step
 from pipelines.gold.decide import (
     check_changes,
@@ -31,9 +32,11 @@ from pipelines.gold.decide import (
 )
 from pipelines.gold.lookups import MIRROR, Lookups
 from pipelines.gold.order import with_order
-from pipelines.gold.plan import MirrorCache, TablePlan, describe_table, plan_tables
+from pipelines.gold.parallel import Workers, is_connect
+from pipelines.gold.plan import MirrorCache, TablePlan, describe_table, mirror_identity, plan_tables
 from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch, source_table_col
-from pipelines.gold.state import GoldState, Pending, adopt_mirror
+from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
+from pipelines.gold.steps import StepClock
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import change_check_rows
@@ -53,6 +56,33 @@ BROADCAST_CHANGES = 200_000
 GOLD_SESSION_CONF = {
     "spark.sql.mapKeyDedupPolicy": "LAST_WIN",  # map_concat: later image wins
 }
+#: A batch of at most this many changes is planned and run as a small one (:func:`small_batch_conf`).
+SMALL_BATCH = 100_000
+
+
+def small_batch_conf(spark: SparkSession) -> dict[str, str]:
+    """Settings of a small batch, where Spark's fixed costs are most of the work:
+
+    * no generated code: gold's expressions (every table's types as lookups, the checks, the fold) are large,
+      and compiling them cost most of a small batch (the counts query of 400 changes: 19.6 s on first run,
+      4.0 s run again with its code cached; interpreted, 3.8 s and 1.0 s; docs/benchmark.md). A literal that
+      changes from batch to batch (the batch id) defeats the cache, so each batch would compile again;
+    * no adaptive query execution: it runs each shuffle stage as a job of its own and plans the rest again
+      after it, which doubles a small batch's jobs (a MERGE: 11 jobs with it, 5 without); gold marks its small
+      joins for broadcast itself;
+    * at most as many shuffle partitions as the cluster has cores.
+
+    Empty over Spark Connect (its server's settings stand)."""
+    if is_connect(spark):
+        return {}
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+    return {
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.shuffle.partitions": str(min(partitions, cores)),
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    }
 
 
 @dataclass
@@ -68,7 +98,26 @@ class GoldStream:
     pending: dict[str, Pending] | None = None  # None: read from the state tables
     through: dict[str, int] = field(default_factory=dict)  # mirror → batch its pending changes are applied through
     last_batch: int | None = None
+    last_changes: int | None = None  # the changes of the stream's last batch (a hint of the next one's size)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    workers: Workers | None = None  # the threads that apply mirrors side by side, kept from batch to batch
+    later_round: int = -1  # the newest round of changes of new tables waiting (state's ``later`` table)
+    later_batch: int | None = None  # ... and the batch that wrote it
+    later_tables: list[str] = field(default_factory=list)  # the new tables whose changes wait (this stream's)
+
+    def workers_for(self, parallelism: int) -> Workers | None:
+        """The stream's kept threads (made on first use)."""
+        if parallelism > 1 and (self.workers is None or self.workers.parallelism != parallelism):
+            if self.workers is not None:
+                self.workers.close()
+            self.workers = Workers(parallelism)
+        return self.workers
+
+    def close(self) -> None:
+        """Stop the kept threads (the stream ended)."""
+        if self.workers is not None:
+            self.workers.close()
+            self.workers = None
 
     def load(self, spark: SparkSession, state: GoldState, before: int | None = None) -> None:
         """Read what waits (once per stream): progress, then the pending changes after it; inside a batch,
@@ -76,10 +125,16 @@ class GoldStream:
         if self.pending is None:
             self.through = state.progress_now(spark)
             self.pending = state.pending_now(spark, self.through, before)
+            self.later_round, self.later_batch = state.later_round(spark)
 
     @property
     def waiting(self) -> int:
         return sum(p.changes for p in (self.pending or {}).values())
+
+    @property
+    def later_waiting(self) -> bool:
+        """Changes of new tables past ``limits.new_mirrors_per_batch`` wait for a batch."""
+        return self.later_round > self.through.get(LATER, -1)
 
 
 class BatchPass:
@@ -104,6 +159,11 @@ class BatchPass:
         self.results: list[dict] = []
         self.stats = GoldStats()
         self._lock = threading.Lock()  # the stats and results of tables applied side by side
+        self.clock = StepClock(spark)
+        self.settings: dict[str, str] = {}  # the batch's own session settings (small_batch_conf)
+        self.later_read: int | None = None  # the round of waiting changes of new tables read through
+        self.later: list[str] = []  # new tables past the limit: their changes wait for the next batch
+        self.later_rows: DataFrame | None = None
 
     @contextmanager
     def decided(self, batch_df: DataFrame) -> Iterator[BatchPass]:
@@ -115,22 +175,69 @@ class BatchPass:
             spark.conf.set(key, value)
         if "invalid" not in batch_df.columns:  # silver written before invalid values were kept
             batch_df = batch_df.withColumn("invalid", F.lit(None).cast("map<string,string>"))
-        self.state.ensure(spark)
-        self.stream.load(spark, self.state, before=self.state_batch)
-        batch = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
-        try:
-            self.plans = self._plan(profile_batch(batch))
-            self.lookups = _lookups(self.plans)
-            self._decide(batch)
+        hint = self.stream.last_changes
+        small = small_batch_conf(spark)
+        usual = {key: spark.conf.get(key) for key in small}
+        self.settings = small if hint is None or hint <= SMALL_BATCH else usual
+        sessions = list({id(s): s for s in (spark, batch_df.sparkSession)}.values())
+        with ExitStack() as settings:
+            settings.enter_context(_settings(sessions, self.settings))
+            with self.clock.step("plan"):
+                self.state.ensure(spark)
+                self.stream.load(spark, self.state, before=self.state_batch)
+                if self.stream.later_waiting:  # new tables' changes an earlier batch left for this one
+                    self.later_read = self.stream.later_round
+                    waiting = self.state.later_changes(spark, self.stream.through.get(LATER, -1))
+                    waiting = waiting.select(*[c for c in batch_df.columns if c in waiting.columns])
+                    # a retried batch may find its own changes there too (its first attempt held them back)
+                    batch_df = batch_df.unionByName(waiting, allowMissingColumns=True).dropDuplicates(
+                        ["bronze_position", "change_index"]
+                    )
+            batch = cached = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
             try:
-                yield self
+                with self.clock.step("plan"):
+                    self.plans = self._plan(self._bounded(profile_batch(batch)))
+                    self.lookups = _lookups(self.plans)
+                if self.later:
+                    held = F.col(SOURCE_TABLE).isin(self.later)
+                    self.later_rows = batch.where(held).select(*batch_df.columns)
+                    batch = batch.where(~held)
+                changes = sum(p.profile.changes for p in self.plans.values())
+                if changes > SMALL_BATCH and self.settings is small:  # larger than the last batch: adaptive
+                    self.settings = usual
+                    settings.enter_context(_settings(sessions, usual))
+                self.stream.last_changes = changes
+                with self.clock.step("decide"):
+                    self._decide(batch)
+                try:
+                    yield self
+                finally:
+                    self.rows.unpersist()
+                    self.checked.unpersist()
             finally:
-                self.rows.unpersist()
-                self.checked.unpersist()
-        finally:
-            batch.unpersist()
+                cached.unpersist()
 
     # -- 1. plan
+    def _bounded(self, profiles: dict[str, TableProfile]) -> dict[str, TableProfile]:
+        """The batch's tables less the new ones past ``limits.new_mirrors_per_batch`` (in name order): creating a
+        mirror costs about a second, so a stream naming thousands of new tables would hold every mirror back
+        for an hour. Theirs wait, durably, in state's ``later`` table (:attr:`later`), for the next batch."""
+        limit, new = self.cfg.new_mirrors_per_batch, []
+        waited = set(self.stream.later_tables)
+        for name in sorted(profiles, key=lambda n: (n not in waited, n)):  # those that waited already first
+            if self.stream.cache.get(self.spark, mirror_identity(self.cfg, self.wh, name).ref) is None:
+                new.append(name)
+        self.later = self.stream.later_tables = new[limit:]
+        if self.later:
+            waiting = sum(profiles[n].changes for n in self.later)
+            log.warning(
+                "gold: %d new tables in this batch, past limits.new_mirrors_per_batch (%d): the %d changes of %d of "
+                "them wait for the next batch (first: %s)",
+                len(new), limit, waiting, len(self.later), describe_table(self.cfg, self.wh, self.later[0]),
+            )  # fmt: skip
+            self.stats.later = waiting
+        return {n: p for n, p in profiles.items() if n not in self.later}
+
     def _plan(self, profiles: dict[str, TableProfile]) -> dict[str, TablePlan]:
         """A plan for every source table of the batch, and for every mirror with changes waiting (it may be
         due although the batch has none of its changes)."""
@@ -261,7 +368,7 @@ class BatchPass:
         s = self.stats
         log.info(
             "gold batch %d: %d changes of %d tables: %d applied, %d stale, %d quarantined; %d mirrors written, "
-            "%d changes waiting",
+            "%d changes waiting; %s",
             self.batch_id,
             s.changes,
             len(s.tables),
@@ -270,6 +377,7 @@ class BatchPass:
             s.quarantined,
             len(s.written),
             s.waiting,
+            self.clock.summary(),
         )
         if s.unaccounted:
             log.error(
@@ -278,6 +386,15 @@ class BatchPass:
                 s.unaccounted,
                 s.changes,
             )
+
+
+@contextmanager
+def _settings(sessions, settings: Mapping[str, str]) -> Iterator[None]:
+    """``settings`` on each of ``sessions`` for the block."""
+    with ExitStack() as stack:
+        for session in sessions:
+            stack.enter_context(session_conf(session, settings))
+        yield
 
 
 def _seconds(micros: int | None) -> float | None:

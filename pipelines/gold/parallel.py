@@ -16,14 +16,16 @@ protocol, log listing, planning) and on small jobs that leave cores idle. Tables
   raised, with a note naming its source table and mirror. Nothing of the batch is committed to the
   stream's checkpoint, so the batch is retried from it, and the idempotent steps
   (:mod:`pipelines.gold.batch`) make the retry apply each table once.
-* **Each table's garbage collected** (:func:`release_table`): a JVM object a DataFrame stands for
+* **Garbage collected every few tables** (:func:`release_tables`): a JVM object a DataFrame stands for
   lives as long as its py4j proxy, and proxies sit in reference cycles (a proxy caches its methods,
   which point back to it) that only Python's collector frees; Great Expectations' tracebacks add the
-  frames of the table's apply. A table's objects live for seconds, long enough to reach the oldest
-  generation, which Python collects rarely in a process that holds GE's 250,000 objects; meanwhile
-  the driver's heap keeps their plans, Delta snapshots and cached relations: 40 tables over two
-  batches left 2.0 GiB of it live, 0.45 GiB after one ``gc.collect()``, and 200 tables in one batch
-  filled a 3 GiB driver. A full collection costs about 0.1 s.
+  frames of the table's apply. Left to Python's oldest generation, 40 tables over two batches left 2.0
+  GiB of the driver's heap live (0.45 GiB after one ``gc.collect()``), and 200 tables in one batch filled
+  a 3 GiB driver. A full collection costs about 0.1 s, so it runs every :data:`GC_EVERY` tables and once
+  at the end of the batch, not after each table.
+* **Threads and sessions kept** (:class:`Workers`): a stream keeps its pool and each thread's session from
+  batch to batch (a new session copies every setting, per thread and batch); each task sets the batch's
+  own settings (``settings``) on its thread's session.
 
 The outcome equals the sequential apply: each table's steps run in order in one thread, and the
 results are returned in table order.
@@ -32,9 +34,10 @@ results are returned in table order.
 from __future__ import annotations
 
 import gc
+import itertools
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
@@ -53,8 +56,12 @@ _INHERITED_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.jo
 POOL_PREFIX = "lakecdc-gold-"
 
 
-def release_table() -> None:
-    """Free what a finished table's apply left in Python's reference cycles, and with it the JVM
+#: Collect Python's garbage (and with it the JVM objects of finished tables) every this many tables.
+GC_EVERY = 16
+
+
+def release_tables() -> None:
+    """Free what finished tables' applies left in Python's reference cycles, and with it the JVM
     objects (plans, snapshots, cached relations) their py4j proxies keep alive."""
     gc.collect()
 
@@ -72,57 +79,96 @@ def thread_session(spark: SparkSession) -> SparkSession:
     return session
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """A Spark Connect session: no SparkContext, no thread sessions; gold applies its tables one at a time."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+class Workers:
+    """A stream's gold threads, kept from batch to batch: a pool of ``parallelism`` threads and one session
+    per thread (:func:`thread_session`), each thread's jobs in its own FAIR pool."""
+
+    def __init__(self, parallelism: int) -> None:
+        self.parallelism = parallelism
+        self.pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix=POOL_PREFIX)
+        self._local = threading.local()
+        self._slots = itertools.count()
+        self._slot_lock = threading.Lock()
+
+    def session(self, spark: SparkSession, inherited: Mapping[str, str | None], settings: Mapping[str, str]):
+        """This thread's session (made on its first task), with the caller's job group and ``settings``."""
+        sc = spark.sparkContext
+        for key, value in inherited.items():
+            sc.setLocalProperty(key, value)
+        if getattr(self._local, "session", None) is None:
+            with self._slot_lock:
+                slot = next(self._slots)
+            sc.setLocalProperty("spark.scheduler.pool", f"{POOL_PREFIX}{slot % self.parallelism}")
+            self._local.session = thread_session(spark)
+            sc._jvm.org.apache.spark.sql.SparkSession.setActiveSession(self._local.session._jsparkSession)
+        for key, value in settings.items():
+            self._local.session.conf.set(key, value)
+        return self._local.session
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
 def apply_all(
     spark: SparkSession,
     names: Sequence[str],
     work: Callable[[SparkSession, str], T],
     parallelism: int,
     describe: Callable[[str], str] = str,
+    workers: Workers | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> list[T]:
-    """``work(session, name)`` for every name, ``parallelism`` at a time; the results in ``names``
-    order. The first failure (in ``names`` order) is raised with a note ``describe(name)``."""
-    if parallelism <= 1 or len(names) <= 1:
+    """``work(session, name)`` for every name, ``parallelism`` at a time (on ``workers``, a stream's kept
+    threads, else threads of this call); the results in ``names`` order. ``settings``: session settings of
+    this call, set on each thread's session. The first failure (in ``names`` order) is raised with a note
+    ``describe(name)``."""
+    settings = dict(settings or {})
+    if parallelism <= 1 or len(names) <= 1 or is_connect(spark):
         out = []
-        for name in names:
-            try:
-                out.append(work(spark, name))
-            except BaseException as exc:
-                _note(exc, describe(name), [])
-                raise
-            finally:
-                release_table()
+        try:
+            for done, name in enumerate(names, 1):
+                try:
+                    out.append(work(spark, name))
+                except BaseException as exc:
+                    _note(exc, describe(name), [])
+                    raise
+                if done % GC_EVERY == 0:
+                    release_tables()
+        finally:
+            release_tables()
         return out
     sc = spark.sparkContext
     inherited = {k: sc.getLocalProperty(k) for k in _INHERITED_PROPERTIES}
     stop = threading.Event()
-    local = threading.local()
-    slots = iter(range(parallelism))
-    slot_lock = threading.Lock()
-
-    def session() -> SparkSession:
-        if getattr(local, "session", None) is None:
-            with slot_lock:
-                slot = next(slots)
-            for key, value in inherited.items():
-                sc.setLocalProperty(key, value)
-            sc.setLocalProperty("spark.scheduler.pool", f"{POOL_PREFIX}{slot}")
-            local.session = thread_session(spark)
-            sc._jvm.org.apache.spark.sql.SparkSession.setActiveSession(local.session._jsparkSession)
-        return local.session
+    done = itertools.count(1)
+    own = workers is None or workers.parallelism != parallelism
+    pool = Workers(min(parallelism, len(names))) if own else workers
 
     def run(name: str) -> T | _Skipped:
         if stop.is_set():
             return _Skipped()
         try:
-            return work(session(), name)
+            return work(pool.session(spark, inherited, settings), name)
         except BaseException:
             stop.set()
             raise
         finally:
-            release_table()
+            if next(done) % GC_EVERY == 0:
+                release_tables()
 
-    with ThreadPoolExecutor(max_workers=min(parallelism, len(names)), thread_name_prefix=POOL_PREFIX) as pool:
-        futures = [pool.submit(run, name) for name in names]
+    try:
+        futures = [pool.pool.submit(run, name) for name in names]
+        for f in futures:
+            f.exception()  # wait for every table
+    finally:
+        if own:
+            pool.close()
+        release_tables()
     failed = [(name, f.exception()) for name, f in zip(names, futures) if f.exception() is not None]
     if failed:
         for name, exc in failed:

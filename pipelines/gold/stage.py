@@ -60,14 +60,25 @@ def apply_gold_batch(
 ) -> GoldStats:
     """Apply one micro-batch of silver changes (see the module docstring). Without ``stream`` (a direct
     call) every mirror is merged and every write first looks for its commit marker, as a retry must."""
+    own = stream is None
     stream = stream or GoldStream()
-    with stream.lock:
-        batch = MicroBatch(spark, cfg, wh, app_id, batch_id, stream)
-        with batch.decided(batch_df):
-            batch.write()
-        batch.log()
+    try:
+        with stream.lock:
+            batch = _run(MicroBatch(spark, cfg, wh, app_id, batch_id, stream), batch_df)
+    finally:
+        if own:
+            stream.close()
     stream.careful, stream.last_batch = False, batch_id
     return batch.stats
+
+
+def _run(batch: MicroBatch, batch_df: DataFrame) -> MicroBatch:
+    """Decide and write one batch; its stats carry what each step cost (:mod:`pipelines.gold.steps`)."""
+    with batch.decided(batch_df):
+        batch.write()
+    batch.stats.steps = batch.clock.costs
+    batch.log()
+    return batch
 
 
 def start_gold(
@@ -113,8 +124,9 @@ def flush_due(
 ) -> GoldStats | None:
     """Merge the mirrors whose waiting changes are past their budget (``drain``: every mirror with changes
     waiting), outside any batch: a continuous run calls this between batches, so that a quiet topic keeps its
-    budgets, and a run until caught up at its end. ``wait`` False: return None at once if a batch is running.
-    Nothing waits: no Spark job."""
+    budgets, and a run until caught up at its end. The changes of new tables past
+    ``limits.new_mirrors_per_batch`` get their mirrors here too, that many per flush (``drain``: until none
+    waits). ``wait`` False: return None at once if a batch is running. Nothing waits: no Spark job."""
     if not stream.lock.acquire(blocking=wait):
         return None
     try:
@@ -123,25 +135,33 @@ def flush_due(
             if not state.pending.exists(spark):
                 return GoldStats()
             stream.load(spark, state)
-        if not stream.pending or not (drain or stream.drain or _past_budget(cfg, stream)):
-            return GoldStats()
-        last = stream.last_batch
-        if last is None:  # nothing applied by this stream yet: the newest batch that left changes waiting
-            last = max(max(p.batches) for p in stream.pending.values()) - stream.base
-        app_id = f"lakecdc-gold-{run_id(wh.checkpoint('gold', 'apply'))}"
-        drain_before, stream.drain = stream.drain, drain or stream.drain
-        try:
-            empty = spark.createDataFrame([], wh.silver("changes").read(spark).schema)
-            batch = MicroBatch(spark, cfg, wh, app_id, last, stream)
-            batch.flush = True
-            with batch.decided(empty):
-                batch.write()
-            batch.log()
-            return batch.stats
-        finally:
-            stream.drain = drain_before
+        stats = GoldStats()
+        while True:
+            due = stream.pending and (drain or stream.drain or _past_budget(cfg, stream))
+            if not due and not stream.later_waiting:
+                return stats
+            stats.add(_flush(spark, cfg, wh, stream, drain))
+            if not (drain or stream.drain) or not stream.later_waiting:
+                return stats
     finally:
         stream.lock.release()
+
+
+def _flush(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, stream: GoldStream, drain: bool) -> GoldStats:
+    """One flush: a batch of no changes of its own, after the stream's last (its id: what waits is before it)."""
+    last = stream.last_batch
+    if last is None:  # nothing applied by this stream yet: the newest batch that left changes waiting
+        batches = [max(p.batches) for p in stream.pending.values()]
+        last = max(batches + [stream.later_batch if stream.later_batch is not None else -1]) - stream.base
+    app_id = f"lakecdc-gold-{run_id(wh.checkpoint('gold', 'apply'))}"
+    drain_before, stream.drain = stream.drain, drain or stream.drain
+    try:
+        empty = spark.createDataFrame([], wh.silver("changes").read(spark).schema)
+        batch = MicroBatch(spark, cfg, wh, app_id, last, stream)
+        batch.flush = True
+        return _run(batch, empty).stats
+    finally:
+        stream.drain = drain_before
 
 
 def _past_budget(cfg: PipelineConfig, stream: GoldStream) -> bool:

@@ -7,6 +7,9 @@
 * ``pending`` – the fresh changes of mirrors not due yet (:mod:`pipelines.gold.due`): they wait here,
   durable, until their mirror is merged, in order, with nothing lost.
 * ``progress`` – per mirror, the batch through which its pending changes are applied.
+* ``later`` – the changes of new tables past ``limits.new_mirrors_per_batch``, as silver gave them, each
+  with the round that put it there: the next batch (or a flush between batches) reads them with its own, and
+  ``progress`` records the round read through under :data:`LATER` (no mirror has that id).
 
 Every write is an append stamped with its batch id, and readers decide what counts: key state *before*
 batch ``B`` is the newest row per key among rows of batches before ``B``, so a retried batch decides
@@ -65,6 +68,8 @@ PENDING_COLUMNS = (
 )  # fmt: skip
 #: What names one change among pending rows (a retry appends the same change again).
 CHANGE_IDENTITY = ("mirror", "bronze_position", "ord")
+#: The ``progress`` row of the ``later`` table: the round its changes are read through.
+LATER = ""
 
 
 @dataclass
@@ -86,7 +91,9 @@ class GoldState:
     """The three state tables of one warehouse."""
 
     def __init__(self, wh: Warehouse) -> None:
-        self.keys, self.pending, self.progress = (wh.gold_state(name) for name in ("keys", "pending", "progress"))
+        self.keys, self.pending, self.progress, self.later = (
+            wh.gold_state(name) for name in ("keys", "pending", "progress", "later")
+        )
 
     def ensure(self, spark: SparkSession) -> None:
         for ref, ddl in ((self.keys, KEYS_DDL), (self.pending, PENDING_DDL), (self.progress, PROGRESS_DDL)):
@@ -191,6 +198,32 @@ class GoldState:
             if r["batch"] > through.get(r["mirror"], -2):
                 out.setdefault(r["mirror"], Pending()).add(r["n"], r["oldest"], r["batch"])
         return out
+
+    # ---------------------------------------------------------------- changes of new tables that wait
+
+    def later_round(self, spark: SparkSession) -> tuple[int, int | None]:
+        """The newest round of the ``later`` table and its batch (-1 and None: nothing ever waited)."""
+        from pyspark.sql import functions as F
+
+        if not self.later.exists(spark):
+            return -1, None
+        row = self.later.read(spark).agg(F.max(F.struct("round", "batch")).alias("m")).first()["m"]
+        return (-1, None) if row is None else (row["round"], row["batch"])
+
+    def later_changes(self, spark: SparkSession, after_round: int) -> DataFrame:
+        """The waiting changes of rounds after ``after_round``, one copy of each, as silver gave them."""
+        from pyspark.sql import functions as F
+
+        rows = self.later.read(spark).where(F.col("round") > after_round)
+        return rows.dropDuplicates(["bronze_position", "change_index"]).drop("round", "batch")
+
+    def append_later(self, rows: DataFrame, round_: int, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        rows = rows.withColumn("round", F.lit(round_).cast("bigint")).withColumn(
+            "batch", F.lit(batch_id).cast("bigint")
+        )
+        self.later.save(rows.write.format("delta").mode("append").option("mergeSchema", "true"))
 
     # ---------------------------------------------------------------- compaction
 

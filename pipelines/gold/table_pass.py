@@ -29,7 +29,7 @@ from pipelines.gold.multiset import apply_multiset
 from pipelines.gold.parallel import apply_all
 from pipelines.gold.plan import TablePlan
 from pipelines.gold.profile import SOURCE_TABLE
-from pipelines.gold.state import Pending
+from pipelines.gold.state import LATER, Pending
 from pipelines.gold.truncate import apply_truncate, truncate_mirror
 from pipelines.quality.batch import check_mirror
 from pipelines.quality.invalid_values import invalid_value_rows
@@ -54,7 +54,8 @@ class MicroBatch(BatchPass):
         due = self._due()
         self.waited = {m: self._through(self.keyed[m]) for m in due if m in stream.pending}
         deferred = [m for m in self.keyed if m not in due and self._fresh(m)]
-        fresh_folded = fold_per_key(self.fresh).localCheckpoint()
+        with self.clock.step("fold"):
+            fresh_folded = fold_per_key(self.fresh).localCheckpoint()
         try:
             tasks: dict[str, Callable[[SparkSession], object]] = {}
             if any(self._fresh(m) for m in self.keyed):
@@ -66,8 +67,14 @@ class MicroBatch(BatchPass):
                 tasks["pending changes"] = lambda s: self.state.append_pending(waiting_rows)
             if self.stats.quarantined:
                 tasks["quarantine"] = lambda s: self._quarantine()
+            if self.later_rows is not None:
+                later_round = stream.later_round + 1
+                tasks["new tables waiting"] = lambda s: self.state.append_later(
+                    self.later_rows, later_round, self.state_batch
+                )
             with self._apply_set(fresh_folded, due) as folded:
-                writes = self._expected(folded)
+                with self.clock.step("fold"):
+                    writes = self._expected(folded)
                 for mirror in due:
                     tasks[mirror] = lambda s, m=mirror: self._apply_keyed(s, self.keyed[m], folded[m], writes[m])
                 for plan in self.plans.values():
@@ -75,10 +82,26 @@ class MicroBatch(BatchPass):
                         tasks[plan.mirror] = lambda s, p=plan: self._apply_keyless(s, p)
                     elif plan.keyed and plan.profile.invalid_values and plan.invalid_policy == "null":
                         tasks[f"{plan.mirror} (invalid values)"] = lambda s, p=plan: self._invalid_values(p)
-                apply_all(self.spark, list(tasks), lambda s, n: tasks[n](s), self.cfg.gold_parallelism, self._describe)
+                parallelism = self.cfg.gold_parallelism
+                with self.clock.step("write"):
+                    apply_all(
+                        self.spark, list(tasks), lambda s, n: tasks[n](s), parallelism, self._describe,
+                        workers=stream.workers_for(parallelism), settings=self.settings,
+                    )  # fmt: skip
         finally:
             _release(fresh_folded)
+        with self.clock.step("record"):
+            self._record(due, deferred)
+
+    def _record(self, due: Mapping[str, str], deferred: list[str]) -> None:
+        """Progress, the stream's waiting changes, and the batch's checks (its one ``dq_results`` append)."""
+        stream = self.stream
         self.state.record_applied(self.spark, list(self.waited), self.state_batch)
+        if self.later_rows is not None:
+            stream.later_round, stream.later_batch = stream.later_round + 1, self.state_batch
+        if self.later_read is not None:  # what waited is applied now, or waits again in the new round
+            self.state.record_applied(self.spark, [LATER], self.later_read)
+            stream.through[LATER] = self.later_read
         for mirror in due:
             stream.pending.pop(mirror, None)
             stream.through[mirror] = self.state_batch

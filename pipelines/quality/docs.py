@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: (site directory, id of a validation result) already stored in that site by this process: a run that
+#: validated nothing new leaves the site as it is (rendering it costs seconds).
+_PUBLISHED: set[tuple[str, int]] = set()
+
+
 def _validations(results: Iterable | None) -> list[tuple[str, str, Any]]:
     """(table, run name, GE validation result) of ``results``, or of every validation this process ran."""
     if results is None:
@@ -73,7 +78,10 @@ def build_data_docs(
     project = Path(project_dir).resolve() if project_dir else out.parent / "gx"
     project.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    items = _validations(results)
+    index = out / "index.html"
+    items = [i for i in _validations(results) if (str(out), id(i[2])) not in _PUBLISHED]
+    if not items and index.exists():  # nothing validated since the last build: the site shows it all already
+        return str(index)
     fctx = gx.get_context(mode="file", project_root_dir=str(project))
     site = {
         "class_name": "SiteBuilder",
@@ -98,7 +106,7 @@ def build_data_docs(
         )
         fctx.validation_results_store.set(key, res)
     urls = fctx.build_data_docs(site_names=["lakecdc"])
-    index = out / "index.html"
+    _PUBLISHED.update((str(out), id(res)) for _table, _run, res in items)
     vendored = vendor_assets(out)
     log.info("quality: Data Docs at %s (%d assets served locally)", urls.get("lakecdc", index), vendored)
     return str(index)
