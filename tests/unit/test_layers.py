@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "pipelines.warehouse",
             "pipelines.mirror_columns",
+            "pipelines.mirror_key",
             "pipelines.delta_writes",
             "pipelines.spark",
             "pipelines.spark_logs",
