@@ -1,0 +1,108 @@
+"""Issue 35: no message can stop gold or lose a valid value (the classes silver and the small helpers
+settle; gold's side is in tests/spark/test_gold_poison.py).
+
+Each test failed on main 322abe2, before the fix it pins.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.export import _sort_value
+from pipelines.formats import Reject
+from pipelines.mirror_key import key_of, key_property
+from tests.unit._carriers import CANAL_FORMATS, canal, context, decoded, silver
+
+# ---------------------------------------------------------------- names Delta cannot hold apart
+
+
+@pytest.mark.parametrize("fmt", CANAL_FORMATS)
+def test_two_spellings_of_one_column_in_a_message_are_refused_naming_both(fmt):
+    raw = canal({"id": "int", "Name": "varchar(9)", "name": "varchar(9)"}, {"id": "1", "Name": "a", "name": "b"})
+    result = decoded(fmt, raw, context())
+    assert isinstance(result, Reject), result
+    assert "'Name'" in str(result) and "'name'" in str(result) and "case" in str(result)
+    [row] = silver([(fmt, raw)], context())
+    assert row["kind"] == "quarantine" and "'Name'" in row["reason"]
+
+
+@pytest.mark.parametrize("pk", [["id", "id"], ["id", "Id"]])
+def test_a_key_naming_one_column_twice_is_refused(pk):
+    raw = canal({"id": "int", "v": "int"}, {"id": "1", "v": "2"}, pkNames=pk)
+    result = decoded("canal", raw, context())
+    assert isinstance(result, Reject) and "the key names one column twice" in str(result), result
+
+
+def test_one_spelling_per_column_still_decodes():
+    raw = canal({"ID": "int", "Name": "varchar(9)"}, {"ID": "1", "Name": "a"}, pkNames=["ID"])
+    [change] = decoded("canal", raw, context())
+    assert change.after == {"ID": "1", "Name": "a"} and change.key_columns == ("ID",)
+
+
+# ---------------------------------------------------------------- a configured type decides
+
+
+UNSIGNED = "10223372036854775806"
+
+
+def _oms(fmt: str, wire_type: str, value: str) -> bytes:
+    if fmt == "oms_dataworks":
+        schema = {
+            "source": {"dbType": "ob_mysql", "dbName": "d", "table": "t"},
+            "pk": ["id"],
+            "column": [{"name": "id", "type": "BIGINT"}, {"name": "v", "type": wire_type}],
+        }
+        payload = {"op": "INSERT", "scn": "7", "before": None, "after": {"data": {"id": "1", "v": value}}}
+        return json.dumps({"version": "2.0", "schema": schema, "payload": payload}).encode()
+    meta = {"dbType": "OB_MYSQL", "storeDataSequence": 160000000000001, "table_name": "t", "db": "d"}
+    post = {"id": "1", "v": value, "__light_type": {"id": {"schemaType": "BIGINT"}, "v": {"schemaType": wire_type}}}
+    return json.dumps({"allMetaData": meta, "recordType": "INSERT", "prevStruct": None, "postStruct": post}).encode()
+
+
+@pytest.mark.parametrize("fmt", ["oms_dataworks", "oms_default_extend"])
+def test_a_configured_bigint_unsigned_keeps_a_value_the_wire_calls_bigint(fmt):
+    """OMS writes an unsigned BIGINT as BIGINT: the configured type decides, the range check too (ee9f0fd)."""
+    ctx = context({"id": "bigint", "v": "bigint unsigned"})
+    [change] = decoded(fmt, _oms(fmt, "BIGINT", UNSIGNED), ctx)
+    assert change.after["v"] == UNSIGNED and change.col_types["v"] == "bigint unsigned"
+    [row] = silver([(fmt, _oms(fmt, "BIGINT", UNSIGNED))], ctx)
+    assert row["kind"] == "change"
+
+
+@pytest.mark.parametrize("fmt", ["oms_dataworks", "oms_default_extend"])
+def test_without_configuration_the_wire_bigint_keeps_its_range(fmt):
+    result = decoded(fmt, _oms(fmt, "BIGINT", UNSIGNED), context())
+    assert isinstance(result, Reject) and "out of range" in str(result), result
+
+
+def test_a_configured_type_decides_over_canal_mysql_type():
+    raw = canal({"id": "int", "v": "bigint"}, {"id": "1", "v": UNSIGNED})
+    [change] = decoded("canal", raw, context({"v": "bigint unsigned"}))
+    assert change.after["v"] == UNSIGNED and change.col_types["v"] == "bigint unsigned"
+
+
+# ---------------------------------------------------------------- the key property
+
+
+@pytest.mark.parametrize("key", [("a,b",), ("id", "a,b", ""), ('"x"', "[y]"), ()])
+def test_the_key_property_keeps_any_column_name(key):
+    stored = key_property(k for k in key if k)
+    assert key_of({"lakecdc.key": stored}) == tuple(k for k in key if k)
+
+
+def test_the_comma_joined_key_of_older_mirrors_is_still_read():
+    assert key_of({"lakecdc.key": "id,region"}) == ("id", "region")
+    assert key_of({"lakecdc.key": ""}) == () and key_of(None) == () and key_of({}) == ()
+    assert key_of({"lakecdc.key": "[x"}) == ("[x",)  # an old key whose one column's name starts with '['
+
+
+# ---------------------------------------------------------------- export's order of keys
+
+
+def test_export_orders_infinite_and_nan_double_keys():
+    keys = [float("nan"), float("inf"), 1.5, None, float("-inf"), "b", 0.0, "NaN"]
+    ordered = sorted(keys, key=_sort_value)
+    assert ordered[:5] == [None, float("-inf"), 0.0, 1.5, float("inf")]
+    assert ordered[5] != ordered[5] and ordered[6] == "NaN" and ordered[7] == "b"
