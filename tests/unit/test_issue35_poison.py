@@ -13,7 +13,7 @@ import pytest
 from pipelines.export import _sort_value
 from pipelines.formats import Reject
 from pipelines.mirror_key import key_of, key_property
-from tests.unit._carriers import CANAL_FORMATS, canal, context, decoded, silver
+from tests.unit._carriers import CANAL_FORMATS, canal, context, decoded, mongo, silver
 
 # ---------------------------------------------------------------- names Delta cannot hold apart
 
@@ -106,3 +106,61 @@ def test_export_orders_infinite_and_nan_double_keys():
     ordered = sorted(keys, key=_sort_value)
     assert ordered[:5] == [None, float("-inf"), 0.0, 1.5, float("inf")]
     assert ordered[5] != ordered[5] and ordered[6] == "NaN" and ordered[7] == "b"
+
+
+# ---------------------------------------------------------------- MongoDB extended JSON
+
+
+def _debezium_mongo(doc: str) -> bytes:
+    source = {"connector": "mongodb", "db": "d", "collection": "t", "ord": 1, "ts_ms": 1600000000000}
+    return json.dumps({"op": "c", "after": doc, "source": source, "ts_ms": 1600000000000}).encode()
+
+
+MONGO_CARRIERS = {"drs_mongo": mongo, "debezium": _debezium_mongo}
+
+
+@pytest.mark.parametrize("fmt", sorted(MONGO_CARRIERS))
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ('{"$numberDouble": "abc"}', "$numberDouble is not a number"),
+        ('{"$numberDouble": "1e400"}', "cannot hold"),
+        ("NumberLong(1, 2)", "takes 1 argument"),
+        ("ObjectId()", "takes 1 argument"),
+        ('BinData(256, "AAAA")', "outside 0 .. 255"),
+        ('{"x": BinData(-1, "AAAA")}', "outside 0 .. 255"),
+        ('UUID("zz")', "32 hexadecimal digits"),
+        ("Timestamp(-1, 0)", "outside 0 .. 4294967295"),
+        ("Timestamp(4294967296, 0)", "outside 0 .. 4294967295"),
+        ('{"x": [Timestamp(1, 4294967296)]}', "outside 0 .. 4294967295"),
+    ],
+)
+def test_mongo_values_bson_cannot_hold_are_refused(fmt, value, match):
+    raw = MONGO_CARRIERS[fmt](f'{{"_id": 1, "v": {value}}}')
+    result = decoded(fmt, raw, context())
+    assert isinstance(result, Reject) and match in str(result), result
+
+
+@pytest.mark.parametrize("fmt", sorted(MONGO_CARRIERS))
+@pytest.mark.parametrize("word", ["Infinity", "-Infinity", "NaN"])
+def test_a_non_finite_double_in_a_sub_document_stays_a_double(fmt, word):
+    raw = MONGO_CARRIERS[fmt](
+        f'{{"_id": 1, "v": {{"d": {{"$numberDouble": "{word}"}}}}, "top": {{"$numberDouble": "{word}"}}}}'
+    )
+    [change] = decoded(fmt, raw, context())
+    assert json.loads(change.after["v"]) == {"d": {"$numberDouble": word}}
+    assert change.after["top"] == word
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ('UUID("0123456789ABCDEF0123456789abcdef")', "0123456789abcdef0123456789abcdef"),
+        ('UUID("01234567-89ab-cdef-0123-456789abcdef")', "01234567-89ab-cdef-0123-456789abcdef"),
+        ('BinData(255, "AAAA")', "AAAA"),
+        ('{"$numberDouble": "1.5"}', "1.5"),
+    ],
+)
+def test_mongo_values_in_range_still_decode(value, expected):
+    [change] = decoded("drs_mongo", mongo(f'{{"_id": 1, "v": {value}}}'), context())
+    assert change.after["v"] == expected
