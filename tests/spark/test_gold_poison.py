@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from pipelines.cli import main
 from pipelines.export import export_warehouse
 from pipelines.formats import DecodeContext, get_decoder
-
 from pipelines.mirror_columns import table_properties
 from pipelines.silver import reconcile
 from pipelines.testing.model import MirrorModel
@@ -83,12 +82,21 @@ def test_each_class_once(spark, tmp_path):
         canal("lineage", [{"id": "1", "_op": "x"}], T | {"_op": "varchar(9)"}, 30),
         canal("lineage", [{"id": "2", "v": "ok"}], T, 31),
         # keys equal by value: -0.0 and 0.0 are one DOUBLE key, as the MERGE compares them; Infinity exports
-        canal("dbl", [{"id": "-0.0", "v": "a"}, {"id": "Infinity", "v": "inf"}], {"id": "double", "v": "varchar(9)"}, 40),
+        canal(
+            "dbl", [{"id": "-0.0", "v": "a"}, {"id": "Infinity", "v": "inf"}], {"id": "double", "v": "varchar(9)"}, 40
+        ),
         canal("dbl", [{"id": "0.0", "v": "b"}], {"id": "double", "v": "varchar(9)"}, 41, op="UPDATE"),
         # a key column whose name holds a comma
-        canal("comma", [{"a,b": "2", "v": "y"}, {"a,b": "1", "v": "x"}], {"a,b": "int", "v": "varchar(9)"}, 50, pk=["a,b"]),
+        canal(
+            "comma", [{"a,b": "2", "v": "y"}, {"a,b": "1", "v": "x"}], {"a,b": "int", "v": "varchar(9)"}, 50, pk=["a,b"]
+        ),
         # documents checked by parsing: text that looks like an exponent is kept, a lone surrogate refused
-        canal("doc", [{"id": "1", "j": '{"a":"x:1e5"}'}, {"id": "2", "j": '{"b":"[1e"}'}], {"id": "bigint", "j": "json"}, 60),
+        canal(
+            "doc",
+            [{"id": "1", "j": '{"a":"x:1e5"}'}, {"id": "2", "j": '{"b":"[1e"}'}],
+            {"id": "bigint", "j": "json"},
+            60,
+        ),
         canal("doc", [{"id": "3", "j": '{"a":"\\ud800"}'}], {"id": "bigint", "j": "json"}, 61),
     ]
     wh = replay(tmp_path, lines)
@@ -139,3 +147,155 @@ def _mirrors(spark, wh: Warehouse) -> dict:
     from pipelines.export import mirror_refs
 
     return mirror_refs(spark, wh)
+
+
+# ---------------------------------------------------------------- the property: good traffic and one hostile message
+
+#: ``make fuzz`` sets LAKECDC_FUZZ_EXAMPLES (per decoder case); a replay costs a pipeline run, so gold takes a
+#: hundredth of them. CI runs one example: one replay of SCENARIOS scenarios, each in its own database.
+EXAMPLES = max(1, int(os.environ.get("LAKECDC_FUZZ_EXAMPLES", "0")) // 100)
+SCENARIOS = 4
+GOOD = {"id": "bigint", "n": "int", "v": "varchar(20)"}
+LINEAGE_NAMES = ["_seq", "_op", "_position", "_queue_pos", "_event_time", "_source", "_row_id", "_OP", "_Seq"]
+
+
+@st.composite
+def good_traffic(draw, db: str, first_seq: int) -> list[str]:
+    """Random INSERT / UPDATE / DELETE of keys 1..4 over 1 to 3 tables, one change per message."""
+    lines, n = [], first_seq
+    for t in range(draw(st.integers(1, 3))):
+        rows: dict[int, dict] = {}
+        for _ in range(draw(st.integers(1, 6))):
+            k = draw(st.integers(1, 4))
+            row = {
+                "id": str(k),
+                "n": str(draw(st.integers(-(2**31), 2**31 - 1))),
+                "v": draw(st.text("ab,:é", max_size=8)),
+            }
+            op = "INSERT" if k not in rows else draw(st.sampled_from(["UPDATE", "DELETE"]))
+            n += 1
+            lines.append(canal(f"t{t}", [row if op != "DELETE" else rows[k]], GOOD, n, op=op, db=db))
+            rows.pop(k) if op == "DELETE" else rows.__setitem__(k, row)
+    return lines
+
+
+def _mongo(db: str, doc: str, n: int) -> str:
+    msg = {"id": n, "op": "INSERT", "db": db, "coll": "m", "value": doc, "where": None, "recordType": "insert",
+           "es": ES + n, "clusterTime": f"{1_600_000_000 + n}:1"}  # fmt: skip
+    return json.dumps(msg)
+
+
+@st.composite
+def hostile(draw, db: str, n: int) -> tuple[str, str, list[dict] | None]:
+    """(message, its table, the rows its table must hold if it is applied; None: it must be quarantined)."""
+    kind = draw(
+        st.sampled_from(
+            ["case_in_message", "case_across", "duplicate_key", "lineage", "equal_keys", "surrogate_doc",
+             "surrogate_text", "mongo_refused", "mongo_double", "type_flap", "new_table", "exponent_text"]
+        )
+    )  # fmt: skip
+    if kind == "case_in_message":
+        name = draw(st.sampled_from(["V", "Id", "N"]))
+        return (
+            canal(
+                "h",
+                [{"id": "1", name: "x", name.lower(): "y"}],
+                {"id": "bigint", name: "text", name.lower(): "text"},
+                n,
+                db=db,
+            ),
+            "h",
+            None,
+        )
+    if kind == "case_across":  # a good table's column in another spelling, after its traffic
+        return (
+            canal("t0", [{"id": "9", "n": "1", "V": "x"}], {"id": "bigint", "n": "int", "V": "text"}, n, db=db),
+            "t0",
+            None,
+        )
+    if kind == "duplicate_key":
+        pk = draw(st.sampled_from([["id", "id"], ["id", "ID"]]))
+        return canal("h", [{"id": "1", "v": "x"}], {"id": "bigint", "v": "text"}, n, pk=pk, db=db), "h", None
+    if kind == "lineage":
+        name = draw(st.sampled_from(LINEAGE_NAMES))
+        return canal("h", [{"id": "1", name: "x"}], {"id": "bigint", name: "text"}, n, db=db), "h", None
+    if kind == "equal_keys":
+        first, second = draw(st.permutations(["-0.0", "0.0"]))
+        rows = [{"id": first, "v": "a"}, {"id": second, "v": "b"}]
+        return canal("h", rows, {"id": "double", "v": "text"}, n, db=db), "h", [{"id": float(second), "v": "b"}]
+    if kind == "surrogate_doc":
+        return canal("h", [{"id": "1", "j": '{"a":"\\ud800"}'}], {"id": "bigint", "j": "json"}, n, db=db), "h", None
+    if kind == "surrogate_text":
+        line = canal("h", [{"id": "1", "v": "SURROGATE"}], {"id": "bigint", "v": "text"}, n, db=db)
+        return line.replace("SURROGATE", "\\udc00"), "h", None
+    if kind == "mongo_refused":
+        value = draw(st.sampled_from(['{"$numberDouble": "abc"}', "NumberLong(1, 2)", 'BinData(256, "AAAA")',
+                                      'UUID("zz")', "Timestamp(-1, 0)", "Timestamp(4294967296, 0)"]))  # fmt: skip
+        return _mongo(db, f'{{"_id": 1, "d": {{"x": {value}}}}}', n), "m", None
+    if kind == "mongo_double":
+        word = draw(st.sampled_from(["Infinity", "-Infinity", "NaN"]))
+        doc = f'{{"_id": 1, "d": {{"x": {{"$numberDouble": "{word}"}}}}}}'
+        return (
+            _mongo(db, doc, n),
+            "m",
+            [{"_id": 1, "d": json.dumps({"x": {"$numberDouble": word}}, separators=(",", ":"))}],
+        )
+    if kind == "type_flap":  # a good table's INT column as text in its newest message
+        return (
+            canal(
+                "t0", [{"id": "9", "n": "abc", "v": "x"}], {"id": "bigint", "n": "varchar(9)", "v": "text"}, n, db=db
+            ),
+            "t0",
+            [],
+        )
+    if kind == "new_table":
+        name = draw(st.sampled_from(["Ta ble", "a,b", "x`y", "名前", "_seq"]))
+        return canal(name, [{"id": "1", "v": "x"}], {"id": "bigint", "v": "text"}, n, db=db), name, []
+    return canal("h", [{"id": "1", "j": '{"a":"x:1e5","b":"[1e"}'}], {"id": "bigint", "j": "json"}, n, db=db), "h", []
+
+
+def _model(lines: list[str]) -> dict[str, list[dict]]:
+    """The reference model of decoded messages, by table name as export names mirrors."""
+    changes = [c for line in lines for c in get_decoder("auto").decode(line.encode(), DecodeContext())]
+    model = MirrorModel().add_all(changes)
+    return {t: model.rows(t) for t in model.tables()}
+
+
+@pytest.mark.skipif(os.environ.get("LAKECDC_SKIP_SLOW") == "1", reason="a pipeline run per example")
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize="LAKECDC_FUZZ_EXAMPLES" not in os.environ,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    database=None,
+)
+@given(data=st.data())
+def test_poison_property(spark, data):
+    from pipelines.testing.simulator import compare
+
+    scenarios, lines = [], []
+    for i in range(SCENARIOS):
+        db = f"s{i}"
+        good = data.draw(good_traffic(db, 1000 * i), label=f"{db} good")
+        line, table, applied = data.draw(hostile(db, 1000 * i + 999), label=f"{db} hostile")
+        scenarios.append((db, good, line, table, applied))
+        lines += [*good, line]
+    with tempfile.TemporaryDirectory() as tmp:
+        wh = replay(Path(tmp), lines)
+        exported = export_warehouse(spark, wh)
+        refused = [r.asDict() for r in wh.silver("quarantine").read(spark).select("db", "table", "reason").collect()]
+        counts = reconcile(spark, wh)
+    assert counts["accounted"] == counts["bronze_messages"] == len(lines), counts
+    for db, good, line, table, applied in scenarios:
+        mine = {t.split(".", 1)[1]: rows for t, rows in exported.items() if t.startswith(f"{db}.")}
+        expected = {t.split(".", 1)[1]: rows for t, rows in _model(good).items()}
+        hostile_refused = [r["reason"] for r in refused if r["db"] == db]
+        if hostile_refused:  # quarantined: its table holds the good traffic only
+            assert len(hostile_refused) == 1, (db, hostile_refused)
+        else:
+            assert applied is not None, f"{db}: not quarantined: {line}"
+            expected = {t.split(".", 1)[1]: rows for t, rows in _model([*good, line]).items()}
+            if applied:
+                expected[table] = applied
+        diffs = compare(expected, {t: mine.get(t, []) for t in set(expected) | set(mine)})
+        assert diffs == [], f"{db}: {line}\n" + "\n".join(diffs[:10])
