@@ -29,6 +29,19 @@ KEY = "lakecdc.key"
 SILVER_TABLES = ("changes", "quarantine", "heartbeats", "ddl_log")
 
 
+def key_of(text: str) -> tuple:
+    """A mirror's key columns: a JSON array of names, or the comma-joined form older mirrors carry
+    (as pipelines.mirror_key reads it)."""
+    if text.startswith("["):
+        try:
+            names = json.loads(text)
+        except ValueError:
+            names = None
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            return tuple(n for n in names if n)
+    return tuple(k for k in text.split(",") if k)
+
+
 def quote(name: str) -> str:
     """One identifier, backtick-quoted (a source table name may hold anything)."""
     return "`" + name.replace("`", "``") + "`"
@@ -141,7 +154,7 @@ class LakecdcTables:
             if name in names:  # two source tables whose names read alike (a.b + c, a + b.c)
                 name = f"{name} ({location.rsplit('/' if is_path else '.', 1)[-1]})"
             names.add(name)
-            key = tuple(k for k in props.get(KEY, "").split(",") if k)
+            key = key_of(props.get(KEY, ""))
             found.append(Mirror(name, sql, location, source, key, is_path))
         self._mirrors = sorted(found, key=lambda m: m.name)
         return self._mirrors

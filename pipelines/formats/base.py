@@ -283,11 +283,15 @@ def check_changes(changes: Any, budget: Budget | None = None) -> list[Change]:
     if budget is not None:
         sizes = [budget.sizes(ch) for ch in changes]
         budget.check(sum(chars for chars, _ in sizes), max((longest for _, longest in sizes), default=0))
+    named: set[tuple] = set()  # the names of changes checked already: a message's rows share them
     for ch in changes:
         if not _storable(ch):
             _check_change(ch)
         if ch.op in ROW_OPS:
-            check_names(ch)
+            names = (ch.key_columns, tuple(ch.before or ()), tuple(ch.after or ()))
+            if names not in named:
+                check_names(ch)
+                named.add(names)
     return changes
 
 
