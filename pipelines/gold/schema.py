@@ -184,7 +184,8 @@ def shape_mirror(
     if props is not None and existing is None:
         existing = mirror_schema(spark, ident.ref, props)
     held = [c for c in (existing or {}) if c not in SYSTEM_COLUMNS]
-    sightings, shapes, clashes = refuse_name_clashes(held, [*key, *configured], sightings, shapes)
+    renamed = set(json.loads((props or {}).get(RENAMED_PROPERTY) or "{}"))  # old names older images still carry
+    sightings, shapes, clashes = refuse_name_clashes(held, [*key, *configured], sightings, shapes, renamed)
     if props is None:
         shape = _create(spark, ident, key, configured, sightings, keyless, comment, new_props or {}, cluster_by)
     else:
@@ -205,14 +206,19 @@ def _folded(name: str) -> str:
 
 
 def refuse_name_clashes(
-    held: Sequence[str], preferred: Sequence[str], sightings: dict[str, ColumnSighting], shapes: list[ImageShape]
+    held: Sequence[str],
+    preferred: Sequence[str],
+    sightings: dict[str, ColumnSighting],
+    shapes: list[ImageShape],
+    renamed: set[str] = frozenset(),
 ) -> tuple[dict[str, ColumnSighting], list[ImageShape], list[tuple[str, str]]]:
     """Columns Delta cannot hold apart (it compares names without case), found before any DDL: a name
     carried in one spelling while the mirror holds (``held``), the key or the configuration names
     (``preferred``), or an earlier change carries, another; and a name of a lineage column gold adds
     (``_seq``, ``_op`` ...). The first spelling keeps the column (the mirror's, else the key's or the
     configuration's, else the one of the lowest sequence, then name order); a change that carries another
-    is quarantined with a reason naming both spellings. Returns the sightings and image shapes without the
+    is quarantined with a reason naming both spellings. A name the mirror renamed (``renamed``) is read as
+    its new name, as before. Returns the sightings and image shapes without the
     refused names, and the rejects (SQL predicate, reason). Within one message, silver already refused it
     (:func:`pipelines.formats.base.check_changes`)."""
     owner: dict[str, str] = {_folded(c): c for c in SYSTEM_COLUMNS}
@@ -220,7 +226,9 @@ def refuse_name_clashes(
         owner.setdefault(_folded(name), name)
     for name in sorted(sightings, key=lambda c: (sightings[c].first_seq or "", c)):
         owner.setdefault(_folded(name), name)
-    refused = {c: owner[_folded(c)] for c in sightings if owner[_folded(c)] != c or c in SYSTEM_COLUMNS}
+    refused = {
+        c: owner[_folded(c)] for c in sightings if c not in renamed and (owner[_folded(c)] != c or c in SYSTEM_COLUMNS)
+    }
     rejects = []
     for name, other in sorted(refused.items()):
         what = "a lineage column gold adds to every mirror" if other in SYSTEM_COLUMNS else "the column"

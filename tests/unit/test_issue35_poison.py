@@ -164,3 +164,35 @@ def test_a_non_finite_double_in_a_sub_document_stays_a_double(fmt, word):
 def test_mongo_values_in_range_still_decode(value, expected):
     [change] = decoded("drs_mongo", mongo(f'{{"_id": 1, "v": {value}}}'), context())
     assert change.after["v"] == expected
+
+
+# ---------------------------------------------------------------- gold: names across messages
+
+
+def test_gold_refuses_a_second_spelling_and_lineage_names_before_any_ddl():
+    from pipelines.gold.schema import ColumnSighting, ImageShape, refuse_name_clashes
+
+    sightings = {
+        "NAME": ColumnSighting({"text"}, "0002", "0002"),
+        "Name": ColumnSighting({"text"}, "0001", "0001"),
+        "v": ColumnSighting({"int"}, "0001", "0003"),
+        "_OP": ColumnSighting({"text"}, "0001", "0001"),
+        "old": ColumnSighting({"int"}, "0001", "0001"),
+    }
+    shapes = [ImageShape(frozenset({"v", "NAME"}), "0002", "0002"), ImageShape(frozenset({"v"}), "0003", "0003")]
+    kept, kept_shapes, rejects = refuse_name_clashes(["name", "OLD"], ["id"], sightings, shapes, renamed={"old"})
+    assert set(kept) == {"v", "old"} and kept_shapes == shapes[1:]
+    why = {r.split("'")[1]: r for _, r in rejects}
+    assert set(why) == {"NAME", "Name", "_OP"}
+    assert "'name'" in why["NAME"] and "'_op'" in why["_OP"] and "lineage column" in why["_OP"]
+    # a new mirror: the spelling of the lowest sequence keeps the column
+    kept, _, rejects = refuse_name_clashes([], [], {k: sightings[k] for k in ("NAME", "Name")}, [])
+    assert set(kept) == {"Name"} and "'NAME'" in rejects[0][1]
+
+
+def test_a_new_column_takes_the_newest_changes_type():
+    from pipelines.gold.schema import ColumnSighting, _wanted_type
+
+    flaps = ColumnSighting({"int", "varchar(9)", "decimal(10,2)", "date"}, "1", "5", newest="int")
+    assert _wanted_type("c", {}, {"c": flaps}) == "int"
+    assert _wanted_type("c", {"c": "text"}, {"c": flaps}) == "text"
