@@ -30,16 +30,13 @@ SILVER_TABLES = ("changes", "quarantine", "heartbeats", "ddl_log")
 
 
 def key_of(text: str) -> tuple:
-    """A mirror's key columns: a JSON array of names, or the comma-joined form older mirrors carry
-    (as pipelines.mirror_key reads it)."""
-    if text.startswith("["):
-        try:
-            names = json.loads(text)
-        except ValueError:
-            names = None
-        if isinstance(names, list) and all(isinstance(n, str) for n in names):
-            return tuple(n for n in names if n)
-    return tuple(k for k in text.split(",") if k)
+    """A mirror's key columns: the JSON array gold writes, or the comma-joined text of older mirrors
+    (pipelines.mirror_key; notebooks do not import the package)."""
+    try:
+        names = json.loads(text) if text.startswith("[") else None
+    except ValueError:
+        names = None
+    return tuple(map(str, names)) if isinstance(names, list) else tuple(k for k in text.split(",") if k)
 
 
 def quote(name: str) -> str:
