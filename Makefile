@@ -43,8 +43,9 @@ clean:
 	rm -rf build .pytest_cache
 
 .PHONY: fuzz
-fuzz: setup          ## fuzz every decoder, each value class and the silver batch longer than CI does (LAKECDC_FUZZ_EXAMPLES per case)
+fuzz: setup          ## fuzz every decoder, each value class, the silver batch and gold's poison property longer than CI does (LAKECDC_FUZZ_EXAMPLES per case; gold: a hundredth, a pipeline run each)
 	LAKECDC_FUZZ_EXAMPLES=$${LAKECDC_FUZZ_EXAMPLES:-1000} $(VENV)/bin/pytest -q tests/unit/test_fuzz_decoders.py tests/unit/test_fuzz_values.py
+	LAKECDC_FUZZ_EXAMPLES=$${LAKECDC_FUZZ_EXAMPLES:-1000} $(VENV)/bin/pytest -q tests/spark/test_gold_poison.py -k property
 
 .PHONY: test-airflow
 test-airflow:        ## the Airflow DAGs in a real DagBag, in their own virtualenv (build/airflow-venv; not .venv)

@@ -29,6 +29,16 @@ KEY = "lakecdc.key"
 SILVER_TABLES = ("changes", "quarantine", "heartbeats", "ddl_log")
 
 
+def key_of(text: str) -> tuple:
+    """A mirror's key columns: the JSON array gold writes, or the comma-joined text of older mirrors
+    (pipelines.mirror_key; notebooks do not import the package)."""
+    try:
+        names = json.loads(text) if text.startswith("[") else None
+    except ValueError:
+        names = None
+    return tuple(map(str, names)) if isinstance(names, list) else tuple(k for k in text.split(",") if k)
+
+
 def quote(name: str) -> str:
     """One identifier, backtick-quoted (a source table name may hold anything)."""
     return "`" + name.replace("`", "``") + "`"
@@ -141,7 +151,7 @@ class LakecdcTables:
             if name in names:  # two source tables whose names read alike (a.b + c, a + b.c)
                 name = f"{name} ({location.rsplit('/' if is_path else '.', 1)[-1]})"
             names.add(name)
-            key = tuple(k for k in props.get(KEY, "").split(",") if k)
+            key = key_of(props.get(KEY, ""))
             found.append(Mirror(name, sql, location, source, key, is_path))
         self._mirrors = sorted(found, key=lambda m: m.name)
         return self._mirrors

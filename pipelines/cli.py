@@ -60,6 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _wait_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another run holds the warehouse, wait for it to finish (default: stop at once, naming it)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lakecdc",
@@ -89,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--once", action="store_true", help="run until caught up, then stop (availableNow)")
     _location_options(r)
     _master_option(r)
+    _wait_option(r)
     r.set_defaults(func=cmd_run)
 
     st = sub.add_parser(
@@ -119,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--yes", action="store_true", help="really drop; without it, only list what would be dropped")
     _location_options(rb)
     _master_option(rb)
+    _wait_option(rb)
     rb.set_defaults(func=cmd_rebuild)
 
     dec = sub.add_parser("decode", help="decode messages (one per line) to canonical changes as JSON lines")
@@ -145,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--warehouse", required=True, help="warehouse directory (created if missing)")
     _table_options(rp)
     _master_option(rp)
+    _wait_option(rp)
     rp.set_defaults(func=cmd_replay)
 
     e = sub.add_parser("export", help="print mirrors as one JSON object of canonical rows sorted by primary key")

@@ -9,10 +9,12 @@ NULL as null. Lineage columns only on request.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from pipelines.layout import SYSTEM_COLUMNS
 from pipelines.mirror_columns import source_types, table_properties
+from pipelines.mirror_key import key_of
 from pipelines.sql import export_expr
 from pipelines.values import INT64_MAX, INT64_MIN, family, parse_type, spark_type
 from pipelines.warehouse import TableRef, Warehouse
@@ -39,7 +41,7 @@ def mirror_refs(spark: SparkSession, wh: Warehouse) -> dict[str, TableRef]:
 def export_table(spark: SparkSession, ref: TableRef, with_system_columns: bool = False) -> list[dict]:
     df = ref.read(spark)
     props = table_properties(spark, ref)
-    key = [k for k in props.get("lakecdc.key", "").split(",") if k]
+    key = list(key_of(props))
     types = source_types(df, props)
     fields = [f for f in df.schema.fields if with_system_columns or f.name not in SYSTEM_COLUMNS]
     exprs = [f"{export_expr(f.name, f.dataType.simpleString())} AS `c{i}`" for i, f in enumerate(fields)]
@@ -71,22 +73,20 @@ def canonical_json_value(text: str | None, spark_type: str, source_type: str | N
     return text
 
 
-def _sort_value(v):
+def _sort_value(v: object) -> tuple:
+    """Export's row order by key: NULL first, then numbers by value (a DOUBLE's -Infinity and Infinity
+    at the ends, NaN after them, as Spark sorts it), then any other text."""
     if v is None:
         return (0, 0, "")
     if isinstance(v, bool):
         return (1, int(v), "")
-    if isinstance(v, int):
-        return (1, v, "")
+    if isinstance(v, (int, float)):
+        return (2, 0, "") if v != v else (1, v, "")
     try:
-        return (1, int(v), "")
-    except (TypeError, ValueError):
-        try:
-            from decimal import Decimal
-
-            return (1, Decimal(v), "")
-        except Exception:  # noqa: BLE001
-            return (2, 0, str(v))
+        number = Decimal(str(v))
+    except ArithmeticError:
+        return (3, 0, str(v))
+    return (2, 0, "") if number.is_nan() else (1, number, "")
 
 
 def export_warehouse(

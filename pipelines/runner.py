@@ -20,6 +20,7 @@ from pipelines.export import mirror_refs
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
 from pipelines.gold.stage import GoldStats, GoldStream, flush_due, source_table_col, start_gold
 from pipelines.mirror_columns import table_properties
+from pipelines.mirror_key import key_of
 from pipelines.preflight import preflight
 from pipelines.quality.checks import cdc_checks
 from pipelines.quality.docs import build_data_docs
@@ -184,7 +185,7 @@ def _reconcile(spark: SparkSession, mirror, changes, run_id: str) -> list[dict]:
         return []  # it holds other changes from earlier runs: no full load to compare with
     snapshot = changes.where("op = 'SNAPSHOT'").where(source_table_col() == F.lit(mirror.source_key))
     props = table_properties(spark, mirror.ref)
-    key = [k for k in props.get("lakecdc.key", "").split(",") if k]
+    key = list(key_of(props))
     return cdc_checks(
         spark, mirror.name, table, key, run_id=run_id, snapshot_df=snapshot, checks=("reconcile",), mirror_props=props
     )
@@ -203,7 +204,7 @@ def check_every_mirror(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, 
     changes = wh.silver("changes").read(spark)
     for name, ref in sorted(mirror_refs(spark, wh).items()):
         props = table_properties(spark, ref)
-        key = [k for k in props.get("lakecdc.key", "").split(",") if k]
+        key = list(key_of(props))
         mirror = ref.read(spark)
         checks = ["key_not_null", "key_unique", "freshness"]
         snapshot = None

@@ -41,10 +41,30 @@ def lit(text: str) -> str:
     return "'" + sql_str(text) + "'"
 
 
+#: A JSON string token (Java regex; possessive, so a long string costs no stack).
+JSON_STRING = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
 #: A JSON number VARIANT would hold as a DOUBLE, not exactly: one with an exponent (``1e5``, ``1.5E400`` is
-#: Infinity) or more than 38 digits (a DECIMAL holds 38). Matched where a number may start (the start, after
-#: ``[``, ``:`` or ``,``), so text inside a string can match too: such a document is quarantined, not changed.
+#: Infinity) or more than 38 digits (a DECIMAL holds 38). Matched in the document with its strings lexed out
+#: (:data:`JSON_STRING`), so only numbers can match: ``{"a":"x:1e5"}`` is kept.
 INEXACT_IN_VARIANT = r"(^|[\[:,])\s*-?([0-9]+(\.[0-9]*)?[eE]|([0-9]\.?){39})"
+#: An escaped backslash (``\\``), removed first so that every ``\u`` left is an escape.
+ESCAPED_BACKSLASH = r"\\\\"
+#: A surrogate pair written as two escapes (``\ud83d\ude00``): one character.
+SURROGATE_PAIR = r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+#: A surrogate escape left once the pairs are gone: a lone surrogate, which VARIANT would store as ``?``.
+LONE_SURROGATE = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+
+
+def variant_expr(text_col: str) -> str:
+    """SQL: the JSON document as a VARIANT, NULL (a misfit, quarantined) where it is not JSON, holds a
+    number VARIANT would round (:data:`INEXACT_IN_VARIANT`, looked for outside strings only) or a lone
+    surrogate escape (``{"a":"\\ud800"}``: VARIANT would keep ``?``)."""
+    lexed = f"regexp_replace({text_col}, {lit(JSON_STRING)}, '\"\"')"
+    escapes = f"regexp_replace(regexp_replace({text_col}, {lit(ESCAPED_BACKSLASH)}, ''), {lit(SURROGATE_PAIR)}, '')"
+    return (
+        f"CASE WHEN try_parse_json({text_col}) IS NULL OR {lexed} RLIKE {lit(INEXACT_IN_VARIANT)} "
+        f"OR {escapes} RLIKE {lit(LONE_SURROGATE)} THEN NULL ELSE try_parse_json({text_col}) END"
+    )
 
 
 def convert_expr(text_col: str, source_type: str | None) -> str:
@@ -55,7 +75,7 @@ def convert_expr(text_col: str, source_type: str | None) -> str:
     if target == "BINARY":
         return f"try_to_binary({text_col}, 'base64')"
     if target == "VARIANT":
-        return f"CASE WHEN {text_col} RLIKE {lit(INEXACT_IN_VARIANT)} THEN NULL ELSE try_parse_json({text_col}) END"
+        return variant_expr(text_col)
     if target in ("TIMESTAMP", "TIMESTAMP_NTZ"):
         return f"CASE WHEN {text_col} RLIKE '\\\\.[0-9]{{7,}}' THEN NULL ELSE try_cast({text_col} AS {target}) END"
     if target.startswith("DECIMAL"):

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pipelines.cli_commands.shared import _batch_progress, _context_config, _progress, _target_warehouse
+from pipelines.cli_commands.shared import _batch_progress, _context_config, _holding, _progress, _target_warehouse
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -15,12 +15,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg = _with_locations(load_config(args.conf), args)
     stages = STAGES if args.stage == "all" else (args.stage,)
-    spark = get_spark("lakecdc-run", master=args.master)
     available_now = args.once or cfg.trigger == "available_now"
-    from pipelines.runner import run_pipeline
+    with _holding(cfg, "run", args.wait):
+        spark = get_spark("lakecdc-run", master=args.master)
+        from pipelines.runner import run_pipeline
 
-    with _batch_progress(spark, enabled=available_now) as progress:
-        summary = run_pipeline(spark, cfg, stages, available_now, progress=progress)
+        with _batch_progress(spark, enabled=available_now) as progress:
+            summary = run_pipeline(spark, cfg, stages, available_now, progress=progress)
     skipped = f", {summary.skipped} of tables left out (include/exclude)" if summary.skipped else ""
     _progress(
         f"finished {', '.join(summary.stages)}: {summary.applied} changes applied, {summary.stale} stale "
@@ -69,7 +70,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             print(f"would drop {item}")
         print("nothing dropped: add --yes to rebuild silver and gold from bronze")
         return 1
-    with _batch_progress(spark) as progress:
+    with _holding(cfg, "rebuild", args.wait), _batch_progress(spark) as progress:
         summary = rebuild(spark, cfg, progress=progress)
     _progress(
         f"rebuilt {', '.join(summary.stages)} from bronze: {summary.applied} changes applied, {summary.stale} "
@@ -102,10 +103,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     cfg = replace(_context_config(args, args.format, str(landing)), warehouse=str(warehouse))
-    spark = get_spark("lakecdc-replay", master=args.master)
-    with _batch_progress(spark) as progress:
-        summary = run_pipeline(spark, cfg, available_now=True, progress=progress)
-    counts = reconcile(spark, Warehouse.from_config(cfg))
+    with _holding(cfg, "replay", args.wait):
+        spark = get_spark("lakecdc-replay", master=args.master)
+        with _batch_progress(spark) as progress:
+            summary = run_pipeline(spark, cfg, available_now=True, progress=progress)
+        counts = reconcile(spark, Warehouse.from_config(cfg))
     print(
         f"replayed {src}: {counts['bronze_messages']} messages in bronze; {counts['changes']} with row changes, "
         f"{counts['heartbeats']} heartbeats, {counts['ddl_log']} DDL, {counts['quarantine']} quarantined, "

@@ -42,6 +42,23 @@ def _batch_progress(spark, enabled: bool = True) -> Iterator:
         yield stage_line
 
 
+@contextmanager
+def _holding(cfg, command: str, wait: bool = False) -> Iterator[None]:
+    """Hold the configuration's warehouse for the block (:mod:`pipelines.lock`): another run holding it
+    stops this one at once with who and since when, or (``--wait``) this one waits for it."""
+    import uuid
+
+    from pipelines.lock import warehouse_lease
+    from pipelines.warehouse import Warehouse
+
+    wh = Warehouse.from_config(cfg)
+    schemas = ", ".join(sorted({s for s in wh.schemas.values() if s}))
+    where = f"{wh.catalog} (schemas {schemas})" if wh.catalog else str(wh.root)
+    run = f"{command}-{uuid.uuid4().hex[:12]}"
+    with warehouse_lease(wh.checkpoint_root, where, run, wait=wait, progress=_progress):
+        yield
+
+
 def _target_warehouse(args: argparse.Namespace):
     """(Warehouse, PipelineConfig) of --conf, or of --warehouse with an empty configuration."""
     from pipelines.config import PipelineConfig, check_locations, load_config

@@ -65,6 +65,7 @@ from pipelines.values import (
     canon_int_of_type,
     canonical,
     checked_type,
+    configured_over,
     epoch_seconds_text,
     family,
     instant_from_epoch,
@@ -527,8 +528,9 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
         return self.queue_order_option and str(ctx.options.get("ordering", "")).lower() == "queue"
 
     def types(self, obj: dict[str, Any], db: str | None, table: str | None, ctx: DecodeContext) -> dict[str, str]:
-        """mysqlType first, then sqlType (java.sql.Types), then configured types."""
-        out = {k: v for k, v in ctx.column_types(db, table).items()}
+        """Configured types first (they decide, :func:`~pipelines.values.configured_over`), then mysqlType,
+        then sqlType (java.sql.Types)."""
+        out: dict[str, str] = {}
         sql_types = optional(obj, "sqlType", dict) or {}
         for col, code in sql_types.items():
             if isinstance(code, Num) and code.lstrip("-").isdigit() and int(code) in JDBC_TYPES:
@@ -537,7 +539,7 @@ class CanalFamilyDecoder(RowCodec, JsonDecoder):
             if not isinstance(name, str) or isinstance(name, Num):
                 raise Reject(f"mysqlType of column '{col}' should be a type name")
             out[col] = lower_type(checked_type(name, col))
-        return out
+        return configured_over(out, ctx.column_types(db, table))
 
     def seq(self, obj: dict[str, Any]) -> tuple[int, ...]:
         """(id,) where ``id`` is required; else (es,) or (es, id), () without ``es`` (see ``id_required``)."""

@@ -36,7 +36,7 @@ from pipelines.formats.base import (
     optional,
     require,
 )
-from pipelines.values import epoch_seconds_text
+from pipelines.values import configured_over, epoch_seconds_text
 
 _ROW_KINDS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "ROW": "SNAPSHOT"}
 _SEP = "\u0001"
@@ -114,7 +114,7 @@ class OmsDefaultFamily(JsonDecoder):
             raise Reject(f"unknown op '{kind[:40]}'")
         if not table:
             raise Reject("missing table name (allMetaData.table_name)")
-        col_types = {**ctx.column_types(db, table), **self.message_types(obj)}
+        col_types = configured_over(self.message_types(obj), ctx.column_types(db, table))
         oracle = "ORACLE" in (text_field(meta, "dbType") or "").upper()
         images = {}
         for name, needed in (("prevStruct", op == "DELETE"), ("postStruct", op != "DELETE")):

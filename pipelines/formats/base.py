@@ -283,10 +283,41 @@ def check_changes(changes: Any, budget: Budget | None = None) -> list[Change]:
     if budget is not None:
         sizes = [budget.sizes(ch) for ch in changes]
         budget.check(sum(chars for chars, _ in sizes), max((longest for _, longest in sizes), default=0))
+    named: set[tuple] = set()  # the names of changes checked already: a message's rows share them
     for ch in changes:
         if not _storable(ch):
             _check_change(ch)
+        if ch.op in ROW_OPS:
+            names = (ch.key_columns, tuple(ch.before or ()), tuple(ch.after or ()))
+            if names not in named:
+                check_names(ch)
+                named.add(names)
     return changes
+
+
+def check_names(ch: Change) -> None:
+    """Reject a change whose columns a Delta mirror cannot hold apart: two names that differ only in case
+    (``Name`` and ``name``: Delta compares column names without case, and CREATE TABLE would fail with
+    COLUMN_ALREADY_EXISTS), or a key that names one column twice (``pkNames: ["id","Id"]``: the MERGE
+    would fail with AMBIGUOUS_REFERENCE_TO_FIELDS). Across messages gold refuses the same
+    (:func:`pipelines.gold.schema.refuse_name_clashes`)."""
+    seen: dict[str, str] = {}
+    for name in ch.key_columns:
+        other = seen.setdefault(name.upper().lower(), name)
+        if other != name or ch.key_columns.count(name) > 1:
+            raise Reject(
+                f"the key names one column twice: {other[:60]!a} and {name[:60]!a} (Delta compares column names "
+                "without case)"
+            )
+    seen = {}
+    for image in (ch.before, ch.after):
+        for name in image or ():
+            other = seen.setdefault(name.upper().lower(), name)
+            if other != name:
+                raise Reject(
+                    f"columns {other[:60]!a} and {name[:60]!a} differ only in case: a Delta mirror cannot hold both "
+                    "(it compares column names without case)"
+                )
 
 
 def _storable(ch: Change) -> bool:

@@ -188,9 +188,8 @@ class DrsAvroDecoder(RegistryFramed, Decoder):
             raise Reject(f"{op_text} record without its sequence ('{f['seq']}'): a row change needs it to be ordered")
         if op == "TRUNCATE":
             return [Change(op="TRUNCATE", **common)]
-        types = {**ctx.column_types(db, table)}
-        for col, name in (rec.get(f["types"]) or {}).items():
-            types[col] = V.checked_type(name, col)
+        stated = {col: V.checked_type(name, col) for col, name in (rec.get(f["types"]) or {}).items()}
+        types = V.configured_over(stated, ctx.column_types(db, table))
         key = tuple(rec.get(f["key"]) or ()) or ctx.key_columns(db, table)
         data, old = rec.get(f["after"]) or [], rec.get(f["before"]) or []
         rows = data if op != "DELETE" or not old else old

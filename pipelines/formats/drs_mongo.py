@@ -13,7 +13,13 @@ Decisions (each pinned by a test in tests/unit/test_fmt_drs_mongo.py):
   BinData → Base64, numbers → exact text, booleans → true/false. Nested documents and arrays
   → exact JSON text, with special values written as relaxed extended JSON v2
   (``{"$oid": ...}``, ``{"$date": ...}``, ``{"$numberLong": ...}`` ...). Canonical extended JSON
-  input (``{"$oid": "..."}``) is read the same way. col_types comes from configuration (a collection
+  input (``{"$oid": "..."}``) is read the same way. A value BSON cannot hold is refused, not read as
+  something else (issue 35): a constructor with the wrong number of arguments (``NumberLong(1, 2)``), a
+  ``$numberDouble`` that is neither a finite number nor ``Infinity`` / ``-Infinity`` / ``NaN``, a
+  BinData subtype outside 0..255, a UUID not of 32 hex digits, a Timestamp part outside 0..2^32-1.
+  ``{"$numberDouble": "NaN"}`` in a sub-document stays that object in the document's text (relaxed
+  extended JSON v2 writes a non-finite double so; JSON has no such number), never the string ``"NaN"``.
+  col_types comes from configuration (a collection
   has no schema; configured types are applied to top-level scalar values), and types a sub-document
   ``object`` and an array ``array`` where configuration types the field not: a mirror holds them as VARIANT.
 * INSERT: after = the document. UPDATE recordType ``replace``: after = the whole new document
@@ -77,6 +83,24 @@ _CONSTRUCTORS = {
     "MinKey",
     "MaxKey",
 }
+
+
+#: How many arguments each constructor takes (least, most): ``NumberLong(1, 2)`` is refused, not read as 1.
+_ARITY = {
+    "ObjectId": (1, 1),
+    "NumberLong": (1, 1),
+    "NumberInt": (1, 1),
+    "NumberDecimal": (1, 1),
+    "ISODate": (0, 1),
+    "Timestamp": (2, 2),
+    "BinData": (2, 2),
+    "UUID": (1, 1),
+    "MinKey": (0, 0),
+    "MaxKey": (0, 0),
+}
+_UUID = re.compile(r"[0-9a-fA-F]{8}(-?)[0-9a-fA-F]{4}\1[0-9a-fA-F]{4}\1[0-9a-fA-F]{4}\1[0-9a-fA-F]{12}", re.ASCII)
+#: ``$numberDouble`` values a BSON double has that JSON cannot write as a number.
+_DOUBLE_WORDS = ("Infinity", "-Infinity", "NaN")
 
 
 @dataclass(frozen=True)
@@ -168,7 +192,13 @@ class _Parser:
                         break
                     self.pos += 1
             self.expect(")")
-        return Special("ISODate" if word == "Date" else word, tuple(args))
+        kind = "ISODate" if word == "Date" else word
+        least, most = _ARITY[kind]
+        if not least <= len(args) <= most:
+            raise self.fail(
+                f"{word}() takes {least if least == most else f'{least} to {most}'} argument(s), got {len(args)}"
+            )
+        return Special(kind, tuple(args))
 
     def obj(self, depth: int) -> dict:
         self.expect("{")
@@ -216,8 +246,13 @@ def _from_canonical_ejson(doc: dict) -> Any:
     }
     if key in simple and isinstance(val, str):
         return Special(simple[key], (val,))
-    if key == "$numberDouble" and isinstance(val, str):
-        return Num(val) if _NUMBER.fullmatch(val) else val
+    if key == "$numberDouble" and isinstance(val, str):  # a BSON double: a finite number, or one of three words
+        if val in _DOUBLE_WORDS:
+            return Special("Double", (val,))
+        if not _NUMBER.fullmatch(val):
+            raise Reject(f"$numberDouble is not a number: {val[:40]!a}")
+        values.canon_float(val)  # refuses what a double cannot hold (1e400)
+        return Num(val)
     if key == "$date":
         if isinstance(val, Special) and val.kind == "NumberLong":  # {"$date": {"$numberLong": ms}}
             return Special("ISODate", (Num(values.canon_int(_arg(val))),))
@@ -308,10 +343,24 @@ def column_value(value: Any) -> str | None:
                 return values.instant_from_epoch(arg, "ms")
             return values.canon_instant(str(arg))
         if kind == "BinData":
+            _uint(value, 0, 8, "subtype")
             return values.canon_base64(str(_arg(value, 1)))
         if kind == "UUID":
-            return str(_arg(value)).lower()
+            text = str(_arg(value))
+            if not _UUID.fullmatch(text):
+                raise Reject(f"UUID is not 32 hexadecimal digits: {text[:40]!a}")
+            return text.lower()
+        if kind == "Double":  # NaN / ±Infinity: the canonical text of a DOUBLE
+            return str(_arg(value))
     return dumps_exact(_to_ejson(value))
+
+
+def _uint(value: Special, i: int, bits: int, what: str) -> int:
+    """Argument ``i`` of ``value``: an integer in 0 .. 2^bits - 1 (BSON's sizes), else Reject."""
+    n = int(values.canon_int(_arg(value, i)))
+    if not 0 <= n < 2**bits:
+        raise Reject(f"{value.kind}() {what} {n} is outside 0 .. {2**bits - 1}")
+    return n
 
 
 def _to_ejson(value: Any) -> Any:
@@ -334,13 +383,18 @@ def _to_ejson(value: Any) -> Any:
     if kind == "ISODate":
         return {"$date": column_value(value)}
     if kind == "BinData":
-        return {
-            "$binary": {"base64": column_value(value), "subType": f"{int(values.canon_int(_arg(value))) & 0xFF:02x}"}
-        }
+        return {"$binary": {"base64": column_value(value), "subType": f"{_uint(value, 0, 8, 'subtype'):02x}"}}
     if kind == "UUID":
         return {"$uuid": column_value(value)}
-    if kind == "Timestamp":
-        return {"$timestamp": {"t": Num(values.canon_int(_arg(value))), "i": Num(values.canon_int(_arg(value, 1)))}}
+    if kind == "Timestamp":  # two unsigned 32-bit integers: seconds, and the increment within the second
+        return {
+            "$timestamp": {
+                "t": Num(str(_uint(value, 0, 32, "seconds"))),
+                "i": Num(str(_uint(value, 1, 32, "increment"))),
+            }
+        }
+    if kind == "Double":  # relaxed extended JSON keeps a non-finite double as this object (not as text)
+        return {"$numberDouble": column_value(value)}
     return {"$minKey" if kind == "MinKey" else "$maxKey": Num("1")}
 
 

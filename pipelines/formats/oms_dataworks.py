@@ -6,8 +6,9 @@ Decisions (see tests/unit/test_fmt_oms_dataworks.py):
   CREATE / ALTER / ERASE / QUERY / RENAME / CINDEX / DINDEX → DDL with ``payload.ddl.text``;
   HEARTBEAT / TRANSACTION_BEGIN / TRANSACTION_END / GTID / XACOMMIT / XAROLLBACK → HEARTBEAT
   (progress/control only). The vendor op is always the detail. Any other op → Reject.
-* ``schema.column`` name/type → col_types (lower case) over configured types; ``schema.pk`` → key,
-  else configured key. db = ``schema.source.dbName``, schema = ``schema.source.schema``.
+* ``schema.column`` name/type → col_types (lower case) where no type is configured (a configured
+  type decides); ``schema.pk`` → key, else configured key. db = ``schema.source.dbName``, schema =
+  ``schema.source.schema``.
 * ``payload.scn`` → seq = (scn,); the text "null" (the seed examples) or absence → (): the seed
   writes scn only with sequenceEnabled and never in full sync, and its own INSERT/UPDATE/DELETE
   examples carry "null", so such a stream has no ordering field at all and is ordered by queue
@@ -34,7 +35,7 @@ from pipelines.formats.base import (
     require,
     seq_int,
 )
-from pipelines.values import checked_type, epoch_seconds_text
+from pipelines.values import checked_type, configured_over, epoch_seconds_text
 
 _ROW_OPS = ("INSERT", "UPDATE", "DELETE")
 _DDL_OPS = ("CREATE", "ALTER", "ERASE", "QUERY", "RENAME", "CINDEX", "DINDEX")
@@ -98,7 +99,7 @@ class OmsDataWorksDecoder(JsonDecoder):
         key = tuple(pk) or ctx.key_columns(db, table)
         if op == "TRUNCATE":
             return Change("TRUNCATE", key_columns=key, **common)
-        col_types = {**ctx.column_types(db, table), **self._column_types(schema)}
+        col_types = configured_over(self._column_types(schema), ctx.column_types(db, table))
         oracle = "oracle" in (_text(source.get("dbType")) or "").lower()
         images: dict[str, dict[str, str | None] | None] = {}
         for name, needed in (("before", op == "DELETE"), ("after", op != "DELETE")):

@@ -2,8 +2,8 @@
 
 Seed 000/001 put ``__light_type`` inside ``postStruct`` / ``prevStruct`` (``{"col": {"schemaType":
 "TINYINT"}}``); it is metadata, never a column: it is stripped from the images and becomes
-``col_types`` (lower case), over configured types. A DDL's ``__light_type`` (``ddl: VAR_STRING``)
-is ignored.
+``col_types`` (lower case) where no type is configured (a configured type decides). A DDL's
+``__light_type`` (``ddl: VAR_STRING``) is ignored.
 """
 
 from __future__ import annotations

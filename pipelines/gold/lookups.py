@@ -36,13 +36,16 @@ def map_sql(entries: Mapping[str, str], value_type: str) -> str:
 
 def canonical_text(value_sql: str, delta_type: str) -> str:
     """SQL of a typed value as the text that names it in a key or a row hash: bytes as Base64, a
-    decimal without trailing zeros (so a widened DECIMAL names the same value), a document as JSON, anything
-    else cast."""
+    decimal without trailing zeros (so a widened DECIMAL names the same value), a document as JSON, a
+    DOUBLE as the MERGE compares it (``-0.0`` is ``0.0``; NaN is one value, spelled ``NaN``), anything
+    else cast. Two values the mirror holds as one key name one key here (issue 35)."""
     t = delta_type.upper()
     if t == "BINARY":
         return f"base64({value_sql})"
     if t == "VARIANT":  # keys sorted, numbers by value: equal documents, equal texts
         return f"to_json({value_sql})"
+    if t in ("DOUBLE", "FLOAT"):  # as the MERGE compares them: -0.0 = 0.0, NaN = NaN (one spelling: values.numbers)
+        return f"CASE WHEN {value_sql} = 0 THEN '0.0' ELSE CAST({value_sql} AS STRING) END"
     if t.startswith("DECIMAL"):
         return f"regexp_replace(regexp_replace(CAST({value_sql} AS STRING), '(\\\\.[0-9]*?)0+$', '$1'), '\\\\.$', '')"
     return f"CAST({value_sql} AS STRING)"

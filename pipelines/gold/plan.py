@@ -23,6 +23,7 @@ from pipelines.gold.schema import MirrorShape, shape_mirror
 from pipelines.gold.state import KEY_STATE_PROPERTY, state_since
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
 from pipelines.mirror_columns import mirror_schema, table_properties
+from pipelines.mirror_key import KEY_PROPERTY, key_of
 from pipelines.warehouse import Warehouse, mirror_parts
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ def table_config(cfg: PipelineConfig, source_table: str) -> TableConfig | None:
 def resolve_key(props: dict[str, str] | None, profile: TableProfile, tc: TableConfig | None) -> tuple[str, ...]:
     """The mirror's key is fixed when it is created: from the messages, else the configuration.
     No key at all (and no vendor row id in the messages) means multiset semantics."""
-    if props is not None and "lakecdc.key" in props:
-        return tuple(k for k in props["lakecdc.key"].split(",") if k)
+    if props is not None and KEY_PROPERTY in props:
+        return key_of(props)
     return profile.key or (tc.key if tc else ())
 
 

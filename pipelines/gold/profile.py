@@ -1,7 +1,7 @@
 """The profile of a micro-batch: what it says about every table it touches, from one Spark job.
 
 Per table: how many changes, the key messages state, the formats, every column with the types
-messages state and the range of sequences that carry it, the column sets of full after-images
+messages state (and the newest change's) and the range of sequences that carry it, the column sets of full after-images
 (:mod:`pipelines.gold.schema` reads schema changes from them), and the last TRUNCATE. Three
 aggregations collected as one union, so a batch of many tables costs the jobs of one.
 """
@@ -77,16 +77,20 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
     carried = F.array_union(
         F.map_keys(F.coalesce("after", F.expr(EMPTY_MAP))), F.map_keys(F.coalesce("before", F.expr(EMPTY_MAP)))
     )
+    stated = F.col("col_types")[F.col("c")]
     columns = (
-        batch.select(SOURCE_TABLE, "seq", "col_types", F.explode(carried).alias("c"))
+        batch.select(SOURCE_TABLE, "seq", ORD, "col_types", F.explode(carried).alias("c"))
         .groupBy(SOURCE_TABLE, "c")
         .agg(
-            F.collect_set(F.col("col_types")[F.col("c")]).alias("types"),
+            F.collect_set(stated).alias("types"),
             F.min(seq_or_null).alias("first"),
             F.max(seq_or_null).alias("last"),
+            F.max(F.when(stated.isNotNull(), F.struct(F.col(ORD).alias("o"), stated.alias("t")))).alias("newest"),
         )
         .select(
-            SOURCE_TABLE, F.lit("column").alias("fact"), F.to_json(F.struct("c", "types", "first", "last")).alias("v")
+            SOURCE_TABLE,
+            F.lit("column").alias("fact"),
+            F.to_json(F.struct("c", "types", "first", "last", F.col("newest.t").alias("newest"))).alias("v"),
         )
     )
     shapes = (
@@ -121,7 +125,7 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
         p = profiles.setdefault(row[SOURCE_TABLE], TableProfile(row[SOURCE_TABLE]))
         v = json.loads(row["v"])
         if row["fact"] == "column":
-            p.columns[v["c"]] = ColumnSighting(set(v["types"]), v.get("first"), v.get("last"))
+            p.columns[v["c"]] = ColumnSighting(set(v["types"]), v.get("first"), v.get("last"), v.get("newest"))
         elif row["fact"] == "shape":
             p.shapes.append(ImageShape(frozenset(v["cols"]), v["first"], v["last"]))
         else:

@@ -57,7 +57,8 @@ from pipelines.mirror_columns import (
     source_types_json,
     table_comment,
 )
-from pipelines.sql import FULL_IMAGE_SQL, export_expr, lit, q
+from pipelines.mirror_key import KEY_PROPERTY, key_property
+from pipelines.sql import EMPTY_MAP, FULL_IMAGE_SQL, export_expr, lit, q
 from pipelines.values import spark_type
 
 if TYPE_CHECKING:
@@ -86,6 +87,8 @@ class ColumnSighting:
     types: set[str] = field(default_factory=set)  # source types the messages state
     first_seq: str | None = None  # lowest non-empty sequence of a change carrying it
     last_seq: str | None = None  # highest one
+    #: the type the newest change stating one gives (by ``ord``): the type a new column is created with
+    newest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,15 +181,69 @@ def shape_mirror(
     ``new_props`` into its properties; ``cluster_by`` columns (Delta liquid clustering) into a new mirror,
     and into an existing one whose clustering the configuration changed."""
     comment = mirror_comment(ident.source_table, sources, formats, key)
-    if props is None:
-        return _create(spark, ident, key, configured, sightings, keyless, comment, new_props or {}, cluster_by)
-    if existing is None:
+    if props is not None and existing is None:
         existing = mirror_schema(spark, ident.ref, props)
-    evolution = SchemaEvolution(spark, ident, props, existing, key, configured, sightings, schemaless, comment)
-    evolution.run(shapes)
-    if json.loads(props.get(CLUSTER_PROPERTY) or "[]") != list(cluster_by):
-        evolution.cluster(cluster_by)
-    return evolution.shape
+    held = [c for c in (existing or {}) if c not in SYSTEM_COLUMNS]
+    renamed = set(json.loads((props or {}).get(RENAMED_PROPERTY) or "{}"))  # old names older images still carry
+    sightings, shapes, clashes = refuse_name_clashes(held, [*key, *configured], sightings, shapes, renamed)
+    if props is None:
+        shape = _create(spark, ident, key, configured, sightings, keyless, comment, new_props or {}, cluster_by)
+    else:
+        evolution = SchemaEvolution(
+            spark, ident, props, existing or {}, key, configured, sightings, schemaless, comment
+        )
+        evolution.run(shapes)
+        if json.loads(props.get(CLUSTER_PROPERTY) or "[]") != list(cluster_by):
+            evolution.cluster(cluster_by)
+        shape = evolution.shape
+    shape.rejects[:0] = clashes
+    return shape
+
+
+def _folded(name: str) -> str:
+    """A column name as Delta compares it: without case."""
+    return name.upper().lower()
+
+
+def refuse_name_clashes(
+    held: Sequence[str],
+    preferred: Sequence[str],
+    sightings: dict[str, ColumnSighting],
+    shapes: list[ImageShape],
+    renamed: set[str] = frozenset(),
+) -> tuple[dict[str, ColumnSighting], list[ImageShape], list[tuple[str, str]]]:
+    """Columns Delta cannot hold apart (it compares names without case), found before any DDL: a name
+    carried in one spelling while the mirror holds (``held``), the key or the configuration names
+    (``preferred``), or an earlier change carries, another; and a name of a lineage column gold adds
+    (``_seq``, ``_op`` ...). The first spelling keeps the column (the mirror's, else the key's or the
+    configuration's, else the one of the lowest sequence, then name order); a change that carries another
+    is quarantined with a reason naming both spellings. A name the mirror renamed (``renamed``) is read as
+    its new name, as before. Returns the sightings and image shapes without the
+    refused names, and the rejects (SQL predicate, reason). Within one message, silver already refused it
+    (:func:`pipelines.formats.base.check_changes`)."""
+    owner: dict[str, str] = {_folded(c): c for c in SYSTEM_COLUMNS}
+    for name in [*held, *preferred]:
+        owner.setdefault(_folded(name), name)
+    for name in sorted(sightings, key=lambda c: (sightings[c].first_seq or "", c)):
+        owner.setdefault(_folded(name), name)
+    refused = {
+        c: owner[_folded(c)] for c in sightings if c not in renamed and (owner[_folded(c)] != c or c in SYSTEM_COLUMNS)
+    }
+    rejects = []
+    for name, other in sorted(refused.items()):
+        what = "a lineage column gold adds to every mirror" if other in SYSTEM_COLUMNS else "the column"
+        carried = " OR ".join(f"map_contains_key(coalesce({i}, {EMPTY_MAP}), {lit(name)})" for i in ("after", "before"))
+        rejects.append(
+            (
+                carried,
+                f"column name {name!r} clashes with {what} {other!r} (Delta compares column names without case); "
+                "rename one of them at the source, or map the table to another target",
+            )
+        )
+        log.warning("gold: column %r clashes with %r; changes carrying it are quarantined", name, other)
+    kept = {c: s for c, s in sightings.items() if c not in refused}
+    kept_shapes = [s for s in shapes if not refused.keys() & s.columns]
+    return kept, kept_shapes, rejects
 
 
 def _clustering(columns: Sequence[str]) -> str:
@@ -195,10 +252,14 @@ def _clustering(columns: Sequence[str]) -> str:
 
 
 def _wanted_type(column: str, configured: dict[str, str], sightings: dict[str, ColumnSighting]) -> str | None:
+    """The type a column is created with: the configured one, else the newest change's (the source's schema
+    as it is now; changes of other types convert to it or are quarantined as misfits, value by value)."""
     if configured.get(column):
         return configured[column]
-    types = sorted(sightings[column].types) if column in sightings else []
-    return types[0] if types else None
+    sighting = sightings.get(column)
+    if sighting is None or not sighting.types:
+        return None
+    return sighting.newest if sighting.newest in sighting.types else min(sighting.types)
 
 
 def _create(
@@ -224,7 +285,7 @@ def _create(
         "lakecdc.source_table": ident.source_table,
         "lakecdc.mirror_name": ident.mirror_name,
         SOURCE_IDENTITY_PROPERTY: ident.source_key,
-        "lakecdc.key": ",".join(key),
+        KEY_PROPERTY: key_property(key),
         "delta.enableChangeDataFeed": "true",
         "delta.enableTypeWidening": "true",
         SINCE_PROPERTY: json.dumps(since, sort_keys=True),

@@ -5,7 +5,7 @@ names lakecdc maps on purpose. The table of families is in :mod:`pipelines.value
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -395,3 +395,11 @@ def spark_type(source_type: str | None) -> str:
     if fam == "json":
         return "VARIANT"
     return "STRING"
+
+
+def configured_over(wire: dict[str, str], configured: Mapping[str, str]) -> dict[str, str]:
+    """The type of each column where a message's types (``wire``) and the configuration's meet: the
+    configured type decides (lower case, as decoders state types), the message's fills what the
+    configuration leaves out. OMS DataWorks and DefaultExtend write an unsigned BIGINT as ``bigint``: a
+    column configured ``bigint unsigned`` keeps 10223372036854775806 (issue 35)."""
+    return {**wire, **{c: t.lower() for c, t in configured.items() if t}}

@@ -318,12 +318,15 @@ def test_extend_all_lines_and_mirror():
     assert MirrorModel().add_all(changes[:3]).rows("tenant.database.table")[0]["string"] == "hello world 2020"
 
 
-def test_extend_message_types_override_configuration():
+def test_extend_configured_types_decide_over_message_types():
+    """A configured type decides where it meets ``__light_type`` (issue 35); the message's types fill the rest."""
     [change] = EXTEND.decode(
         lines("oms_default_extend")[0],
         DecodeContext(tables={"tenant.database.table": TableSpec(columns={"string": "text", "extra": "int"})}),
     )
-    assert change.col_types["string"] == "varchar" and change.col_types["extra"] == "int"
+    assert change.col_types["string"] == "text" and change.col_types["extra"] == "int"
+    [plain] = EXTEND.decode(lines("oms_default_extend")[0], DecodeContext())
+    assert plain.col_types["string"] == "varchar"
 
 
 # ---------------------------------------------------------------- round trips

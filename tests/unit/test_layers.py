@@ -40,6 +40,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "pipelines.warehouse",
             "pipelines.mirror_columns",
+            "pipelines.mirror_key",
+            "pipelines.lock",
             "pipelines.delta_writes",
             "pipelines.spark",
             "pipelines.spark_logs",
