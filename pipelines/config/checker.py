@@ -65,3 +65,10 @@ class Checker:
             self.fail(where, f"must be true or false, got {value!r:.80}")
             return default
         return value
+
+    def one_of(self, value: Any, where: str, allowed: tuple[str, ...], default: str, what: str) -> str:
+        """One of ``allowed`` (``what`` says what the choice decides, in the error)."""
+        if value not in allowed:
+            self.fail(where, f"must be one of {', '.join(allowed)} ({what}), got {value!r:.80}")
+            return default
+        return value

@@ -19,9 +19,11 @@ from pipelines.config.model import (
     DEFAULT_GOLD_PARALLELISM,
     DEFAULT_INVALID_VALUE_POLICY,
     DEFAULT_SCHEMA_POLICY,
+    DEFAULT_TABLE_FEATURES,
     INVALID_VALUE_POLICIES,
     MAX_GOLD_PARALLELISM,
     SCHEMA_POLICIES,
+    TABLE_FEATURES,
     KafkaSource,
     PipelineConfig,
     Source,
@@ -80,6 +82,13 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         gold_raw.get("max_pending", DEFAULT_GOLD_MAX_PENDING), "gold.max_pending", DEFAULT_GOLD_MAX_PENDING
     )
     gold_naming = choices.naming(v, gold_raw.get("naming"))
+    gold_table_features = v.one_of(
+        gold_raw.get("table_features", DEFAULT_TABLE_FEATURES),
+        "gold.table_features",
+        TABLE_FEATURES,
+        DEFAULT_TABLE_FEATURES,
+        "the Delta features of a new mirror: docs/readers.md",
+    )
     include, exclude = choices.table_lists(v, root, "")
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits_raw, "limits", LIMITS.names())
@@ -148,6 +157,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         gold_max_delay=gold_max_delay,
         gold_max_pending=gold_max_pending,
         gold_naming=gold_naming,
+        gold_table_features=gold_table_features,
         include=include,
         exclude=exclude,
         origin=origin,
@@ -163,26 +173,14 @@ class _Validator(Checker):
     """:class:`~pipelines.config.checker.Checker`'s generic checks, and the checks of this file's own fields."""
 
     def schema_policy(self, value: Any, where: str) -> str:
-        if value not in SCHEMA_POLICIES:
-            self.fail(
-                where,
-                f"must be one of {', '.join(SCHEMA_POLICIES)} (what DROP COLUMN, RENAME and "
-                f"narrowing do to the mirror), got {value!r:.80}",
-            )
-            return DEFAULT_SCHEMA_POLICY
-        return value
+        what = "what DROP COLUMN, RENAME and narrowing do to the mirror"
+        return self.one_of(value, where, SCHEMA_POLICIES, DEFAULT_SCHEMA_POLICY, what)
 
     def invalid_value_policy(self, value: Any, where: str) -> str:
         if value is None:  # YAML reads an unquoted `null` as nothing: the user means the policy
             return "null"
-        if value not in INVALID_VALUE_POLICIES:
-            self.fail(
-                where,
-                f"must be one of {', '.join(INVALID_VALUE_POLICIES)} (what a zero date or another "
-                f"value the source holds as invalid becomes), got {value!r:.80}",
-            )
-            return DEFAULT_INVALID_VALUE_POLICY
-        return value
+        what = "what a zero date or another value the source holds as invalid becomes"
+        return self.one_of(value, where, INVALID_VALUE_POLICIES, DEFAULT_INVALID_VALUE_POLICY, what)
 
     def status(self, raw: Any, where: str) -> StatusThresholds:
         s = self.mapping(raw or {}, where)
