@@ -1,0 +1,73 @@
+"""``lakecdc maintain`` on real Delta tables: gold's state tables compacted (every key's newest state, the
+same mirrors and status), every table OPTIMIZEd and VACUUMed, and a later run applies as on an unmaintained
+warehouse."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from pipelines.cli import main
+from pipelines.config import load_config
+from pipelines.export import export_warehouse
+from pipelines.gold.state import GoldState
+from pipelines.runner import run_pipeline
+from pipelines.testing.demo import demo_config, generate, write_landing
+from pipelines.warehouse import Warehouse
+
+
+def _files(spark, ref) -> int:
+    return spark.sql(f"DESCRIBE DETAIL {ref.sql}").first()["numFiles"]
+
+
+def _keys(spark, state: GoldState) -> list[tuple]:
+    return sorted(tuple(r) for r in state.current_keys(spark).collect())
+
+
+@pytest.fixture
+def warehouse(spark, tmp_path):
+    """The demo's traffic, landed in two rounds and run once each: state rows of two gold runs."""
+    conf = tmp_path / "pipeline.yaml"
+    conf.write_text(yaml.safe_dump(demo_config(tmp_path, quality=False)))
+    cfg = load_config(conf)
+    for seed in (3, 4):
+        write_landing(tmp_path / f"round{seed}", generate(40, seed=seed))
+        for source in ("shop_oms", "inventory_canal"):
+            landing = tmp_path / "landing" / source
+            landing.mkdir(parents=True, exist_ok=True)
+            for f in (tmp_path / f"round{seed}" / "landing" / source).iterdir():
+                f.rename(landing / f"{seed}-{f.name}")
+        run_pipeline(spark, cfg, available_now=True)
+    return conf, cfg, Warehouse.from_config(cfg)
+
+
+def test_maintain_compacts_state_and_keeps_every_mirror(spark, warehouse, capsys):
+    conf, cfg, wh = warehouse
+    state = GoldState(wh)
+    mirrors, keys = export_warehouse(spark, wh), _keys(spark, state)
+    key_rows = state.keys.read(spark).count()
+    newest = state.keys.read(spark).agg({"batch": "max"}).first()[0]
+    newest_rows = state.keys.read(spark).where(f"batch = {newest}").count()
+    bronze_files = _files(spark, wh.bronze)
+    capsys.readouterr()
+
+    assert main(["maintain", "--conf", str(conf), "--dry-run"]) == 0
+    assert state.keys.read(spark).count() == key_rows, "a dry run changes nothing"
+    listed = capsys.readouterr().out
+    assert "raw_messages" in listed and "_state/keys" in listed and "demo_tenant__shop__orders" in listed
+
+    assert main(["maintain", "--conf", str(conf)]) == 0
+    printed = capsys.readouterr().out
+    assert f"gold state: compacted below batch {newest}" in printed
+    assert printed.count("vacuumed") == listed.count("would OPTIMIZE")
+    assert _keys(spark, state) == keys and export_warehouse(spark, wh) == mirrors
+    older_keys = len({(m, k) for m, k, *_ in keys})
+    assert newest_rows <= state.keys.read(spark).count() <= older_keys + newest_rows < key_rows
+    assert _files(spark, wh.bronze) < bronze_files, "OPTIMIZE put small files together"
+
+    write_landing(conf.parent / "round5", generate(20, seed=5))
+    for f in (conf.parent / "round5" / "landing" / "shop_oms").iterdir():
+        f.rename(conf.parent / "landing" / "shop_oms" / f"5-{f.name}")
+    run_pipeline(spark, cfg, available_now=True)
+    after = export_warehouse(spark, wh)
+    assert after != mirrors and all(after[name] for name in mirrors), "a later run applies on compacted state"
