@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from pipelines import __version__
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.verbose:
         logging.getLogger("pipelines").setLevel(logging.INFO)
+    if getattr(args, "remote", None):
+        os.environ["SPARK_REMOTE"] = args.remote  # every session of the command: pipelines.spark.get_spark
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING if args.verbose else logging.ERROR)
     try:
@@ -221,11 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _master_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "--master",
         metavar="URL",
         help="Spark master, e.g. spark://host:7077 (default: spark-submit's, else $SPARK_MASTER, else "
         "spark.master in spark-defaults.conf, else the embedded local[2])",
+    )
+    where.add_argument(
+        "--remote",
+        metavar="URL",
+        help="a Spark Connect server, e.g. sc://127.0.0.1:15002 (default: $SPARK_REMOTE); its Spark needs "
+        "Delta's jars and spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
     )
 
 
