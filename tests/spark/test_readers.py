@@ -62,7 +62,7 @@ def test_a_compatible_mirror_widens_by_rewriting_and_delta_rs_reads_it(spark, tm
     gold.apply([change("INSERT", n, after=_row(n, a=str(n), d="12345678.91")) for n in (1, 2)])
     wide = {"id": "bigint", "a": "bigint", "d": "decimal(20,4)"}
     gold.apply([change("INSERT", 3, after=_row(3, a="5000000000", d="1234567890123456.1234"), types=wide)])
-    gold.apply([change("DELETE", 4, before=_row(1, a="1", d="12345678.91"))])
+    gold.apply([change("DELETE", 4, before=_row(1, a="1", d="12345678.91"), types=wide)])
     ref = gold.wh.mirror("shop.t")
     types = {f.name: f.dataType.simpleString() for f in ref.read(spark).schema.fields}
     assert (types["a"], types["d"]) == ("bigint", "decimal(20,4)")
