@@ -143,8 +143,8 @@ def referenced_columns(frame: DataFrame, text: str) -> tuple[str, ...]:
     if not cond.deterministic():
         raise SqlRuleError("must be deterministic (the same row must always pass or fail)")
     refs = cond.references().toSeq()
-    names = {refs.apply(i).name() for i in range(refs.size())}
-    return tuple(c for c in columns if c in names)
+    names = {refs.apply(i).name().lower() for i in range(refs.size())}  # as written: `A > 1` names a
+    return tuple(c for c in columns if c.lower() in names)
 
 
 def _columns_from_text(frame: DataFrame, text: str, columns: list[str]) -> tuple[str, ...]:
@@ -169,6 +169,9 @@ def _columns_from_text(frame: DataFrame, text: str, columns: list[str]) -> tuple
         raise SqlRuleError("must use the row's columns only, not a subquery")
     if calls & _NONDETERMINISTIC:
         raise SqlRuleError("must be deterministic (the same row must always pass or fail)")
+    added = sorted(names & {c.lower() for c in frame.columns if c not in columns})
+    if added:  # Spark resolves them from the frame below the select: the plan path refuses that plan
+        raise SqlRuleError(f"must name the mirror's columns only, not {', '.join(added)}")
     return tuple(c for c in columns if c.lower() in names)
 
 

@@ -26,19 +26,29 @@ def _keys(spark, state: GoldState) -> list[tuple]:
 
 @pytest.fixture
 def warehouse(spark, tmp_path):
-    """The demo's traffic, landed in two rounds and run once each: state rows of two gold runs."""
+    """The demo's traffic, landed in two rounds and run once each: state rows of two gold runs; a third round
+    waits in ``round3`` for the run after maintenance."""
     conf = tmp_path / "pipeline.yaml"
     conf.write_text(yaml.safe_dump(demo_config(tmp_path, quality=False)))
     cfg = load_config(conf)
-    for seed in (3, 4):
-        write_landing(tmp_path / f"round{seed}", generate(40, seed=seed))
-        for source in ("shop_oms", "inventory_canal"):
-            landing = tmp_path / "landing" / source
-            landing.mkdir(parents=True, exist_ok=True)
-            for f in (tmp_path / f"round{seed}" / "landing" / source).iterdir():
-                f.rename(landing / f"{seed}-{f.name}")
+    traffic = generate(90, seed=3)
+    for n in range(3):
+        write_landing(
+            tmp_path / f"round{n}", {s: m[n * len(m) // 3 : (n + 1) * len(m) // 3] for s, m in traffic.items()}
+        )
+    for n in range(2):
+        _land(tmp_path, n)
         run_pipeline(spark, cfg, available_now=True)
     return conf, cfg, Warehouse.from_config(cfg)
+
+
+def _land(root, n: int) -> None:
+    """Round ``n``'s files into the landing directories the configuration reads."""
+    for source in ("shop_oms", "inventory_canal"):
+        landing = root / "landing" / source
+        landing.mkdir(parents=True, exist_ok=True)
+        for f in (root / f"round{n}" / "landing" / source).iterdir():
+            f.rename(landing / f"{n}-{f.name}")
 
 
 def test_maintain_compacts_state_and_keeps_every_mirror(spark, warehouse, capsys):
@@ -65,9 +75,7 @@ def test_maintain_compacts_state_and_keeps_every_mirror(spark, warehouse, capsys
     assert newest_rows <= state.keys.read(spark).count() <= older_keys + newest_rows < key_rows
     assert _files(spark, wh.bronze) < bronze_files, "OPTIMIZE put small files together"
 
-    write_landing(conf.parent / "round5", generate(20, seed=5))
-    for f in (conf.parent / "round5" / "landing" / "shop_oms").iterdir():
-        f.rename(conf.parent / "landing" / "shop_oms" / f"5-{f.name}")
+    _land(conf.parent, 2)
     run_pipeline(spark, cfg, available_now=True)
     after = export_warehouse(spark, wh)
     assert after != mirrors and all(after[name] for name in mirrors), "a later run applies on compacted state"

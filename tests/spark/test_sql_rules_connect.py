@@ -38,4 +38,8 @@ def test_the_connect_path_decides_as_the_plan_does(spark, text):
     frame = spark.createDataFrame([], "id BIGINT, a INT, `we ird` STRING, op STRING, _seq STRING")
     columns = [c for c in frame.columns if c not in SYSTEM_COLUMNS]
     from_text = _outcome(lambda f, t: _columns_from_text(f, t, columns), frame, text)
-    assert from_text == _outcome(referenced_columns, frame, text)
+    from_plan = _outcome(referenced_columns, frame, text)
+    if text == "op = 'INSERT'":  # both refuse a column lakecdc adds; the plan's reason is its shape
+        assert isinstance(from_text, str) and isinstance(from_plan, str), (from_text, from_plan)
+    else:
+        assert from_text == from_plan
