@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from pipelines import __version__
 from pipelines.cli_commands.dev import cmd_demo, cmd_kafka, cmd_produce, cmd_soak
 from pipelines.cli_commands.dq import cmd_dq
 from pipelines.cli_commands.formats import cmd_decode, cmd_formats
+from pipelines.cli_commands.maintain import DEFAULT_RETAIN_HOURS, cmd_maintain
 from pipelines.cli_commands.pipeline import (  # noqa: F401 - _with_locations: tests use it from here
     _with_locations,
     cmd_export,
@@ -45,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.verbose:
         logging.getLogger("pipelines").setLevel(logging.INFO)
+    if getattr(args, "remote", None):
+        os.environ["SPARK_REMOTE"] = args.remote  # every session of the command: pipelines.spark.get_spark
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING if args.verbose else logging.ERROR)
     try:
@@ -102,8 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser(
         "status",
-        help="queue lag and freshness per source; rows, last change, quarantine and last DQ run per mirror; "
-        "exit 1 when a threshold is breached",
+        help="queue lag and freshness per source; rows, last change, quarantine and the last result of each "
+        "DQ check per mirror; exit 1 when a threshold is breached",
     )
     st.add_argument("--conf", required=True, help="pipeline YAML (thresholds: its status: section)")
     st.add_argument("--json", action="store_true", help="print one JSON document instead of the tables")
@@ -130,6 +134,23 @@ def build_parser() -> argparse.ArgumentParser:
     _master_option(rb)
     _wait_option(rb)
     rb.set_defaults(func=cmd_rebuild)
+
+    mt = sub.add_parser(
+        "maintain",
+        help="between runs: compact gold's state tables, then OPTIMIZE and VACUUM bronze, silver, state and mirrors",
+    )
+    mt.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
+    mt.add_argument(
+        "--retain-hours",
+        type=_positive("hours"),
+        default=DEFAULT_RETAIN_HOURS,
+        metavar="H",
+        help=f"VACUUM keeps the files of the last H hours (default {DEFAULT_RETAIN_HOURS}, Delta's own)",
+    )
+    mt.add_argument("--dry-run", action="store_true", help="list the tables and change nothing")
+    _location_options(mt)
+    _master_option(mt)
+    mt.set_defaults(func=cmd_maintain)
 
     dec = sub.add_parser("decode", help="decode messages (one per line) to canonical changes as JSON lines")
     dec.add_argument(
@@ -214,11 +235,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _master_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "--master",
         metavar="URL",
         help="Spark master, e.g. spark://host:7077 (default: spark-submit's, else $SPARK_MASTER, else "
         "spark.master in spark-defaults.conf, else the embedded local[2])",
+    )
+    where.add_argument(
+        "--remote",
+        metavar="URL",
+        help="a Spark Connect server, e.g. sc://127.0.0.1:15002 (default: $SPARK_REMOTE); its Spark needs "
+        "Delta's jars and spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
     )
 
 
@@ -243,14 +271,22 @@ def _warehouse_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+def _positive(unit: str):
+    """An argparse type: a positive, finite number of ``unit``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a positive number of {unit}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_seconds = _positive("seconds")
 
 
 def _table_options(p: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.layout import QUARANTINE_FIELDS
+from pipelines.spark_logs import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,10 +97,18 @@ def checkpointed(frame: DataFrame) -> Iterator[DataFrame]:
     try:
         yield copy
     finally:
-        try:
-            copy._jdf.queryExecution().logical().rdd().unpersist(False)
-        except Exception as exc:  # noqa: BLE001 - another runtime's plan: the cleaner releases them later
-            log.debug("checkpoint blocks left to the cleaner: %s", exc)
+        release_checkpoint(copy)
+
+
+def release_checkpoint(checkpoint: DataFrame) -> None:
+    """Unpersist a local checkpoint's blocks now; over Spark Connect (no JVM plan here) and on another
+    runtime, the server's cleaner releases them later."""
+    if is_connect(checkpoint):
+        return
+    try:
+        checkpoint._jdf.queryExecution().logical().rdd().unpersist(False)
+    except Exception as exc:  # noqa: BLE001 - another runtime's plan: the cleaner releases them later
+        log.debug("checkpoint blocks left to the cleaner: %s", exc)
 
 
 def checkpointed_merge_settings(spark: SparkSession, target: TableRef) -> dict[str, str]:
@@ -116,7 +125,10 @@ def checkpointed_merge_settings(spark: SparkSession, target: TableRef) -> dict[s
 
 def table_size_bytes(spark: SparkSession, ref: TableRef) -> int | None:
     """The table's size in bytes as the snapshot last read knows it (Delta's version checksum: no Spark
-    job); None where this Delta does not say (another runtime's internals): deletion vectors, then."""
+    job); None where this Delta does not say (another runtime's internals, or Spark Connect, whose
+    DeltaTable has no JVM object): deletion vectors, then."""
+    if is_connect(spark):
+        return None
     try:
         return int(ref.delta(spark)._jdt.deltaLog().unsafeVolatileSnapshot().sizeInBytes())
     except Exception as exc:  # noqa: BLE001 - a size only picks the cheaper write; never fail a MERGE over it

@@ -14,6 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pipelines.spark_logs import is_connect
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -29,7 +31,7 @@ class KafkaProbe:
 
     def __init__(self, spark: SparkSession, options: Mapping[str, str]) -> None:
         """``options``: Spark Kafka source options; the ``kafka.*`` ones configure the consumer."""
-        jvm = getattr(spark.sparkContext, "_jvm", None) if hasattr(spark, "sparkContext") else None
+        jvm = None if is_connect(spark) else getattr(spark.sparkContext, "_jvm", None)
         if jvm is None:
             raise RuntimeError("no JVM gateway (Spark Connect): Kafka end offsets cannot be read here")
         self.jvm, self.consumer, last = jvm, None, None

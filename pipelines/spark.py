@@ -2,6 +2,11 @@
 
 Where it runs decides what it sets:
 
+* **Spark Connect**: ``get_spark(remote="sc://host:port")`` (``lakecdc run --remote``), or ``$SPARK_REMOTE``
+  (Databricks serverless and standard access mode set it): a Connect session. The server brings Delta's jars and
+  extension and its own logs; of :data:`_PIPELINE_CONF` only what a session may set is set (:data:`SESSION_CONF`),
+  and a setting the server refuses is a warning. The runtime's JVM reaches take their Connect path
+  (:func:`pipelines.spark_logs.is_connect`).
 * **Databricks**, or any process that already has a session or SparkContext: that session, untouched.
 * **Launched by spark-submit** (``spark-submit jobs/run_stage.py``): the master, jars and settings
   spark-submit was given win; only what the pipeline needs and the launch left unset is added. The
@@ -25,6 +30,9 @@ What the driver logs (ERROR on a console, WARN with ``lakecdc -v``) is set in :m
 Build and cache dirs never depend on where the package is installed (an installed wheel
 would write into site-packages): ``$LAKECDC_BUILD_DIR``, else ``./build`` under the current
 working directory, with a per-cache env var on top (``$LAKECDC_IVY_DIR``, ...).
+
+Longer than 400 lines because it is the one place a session is made, in each of the five ways above, with the
+jar resolution they share.
 """
 
 from __future__ import annotations
@@ -246,6 +254,13 @@ _PIPELINE_CONF = {
     # (measured no slower a MERGE here); the tables in use stay, being the most recently used.
     "spark.databricks.delta.delta.log.cacheSize": str(DELTA_LOG_CACHE_TABLES),
 }
+#: What a running session may set of :data:`_PIPELINE_CONF` (the rest is fixed when the server starts): all a
+#: Spark Connect session gets from lakecdc.
+SESSION_CONF = (
+    "spark.sql.session.timeZone",
+    "spark.sql.mapKeyDedupPolicy",
+    "spark.databricks.delta.autoCompact.enabled",
+)
 #: The embedded session only: one machine, 2 cores, loopback, no UI.
 _LOCAL_CONF = {
     "spark.sql.shuffle.partitions": "2",
@@ -259,13 +274,21 @@ _LOCAL_CONF = {
 
 
 def get_spark(
-    app_name: str = "lakecdc", *, master: str | None = None, extra_conf: dict[str, str] | None = None
+    app_name: str = "lakecdc",
+    *,
+    master: str | None = None,
+    extra_conf: dict[str, str] | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
-    """The session to run on: the existing one (Databricks), else one built on the master and settings
-    given from outside (module docstring), else the embedded ``local[2]`` one."""
+    """The session to run on: a Spark Connect one (``remote``, else ``$SPARK_REMOTE``), the existing one
+    (Databricks), else one built on the master and settings given from outside (module docstring), else the
+    embedded ``local[2]`` one."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    remote = remote or os.environ.get("SPARK_REMOTE")
+    if remote:
+        return connect_session(remote, app_name, extra_conf)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -315,6 +338,22 @@ def get_spark(
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(level)
     quiet_loggers(spark)
+    query_context_loggers()
+    return spark
+
+
+def connect_session(url: str, app_name: str = "lakecdc", extra_conf: dict[str, str] | None = None) -> SparkSession:
+    """A Spark Connect session on ``url`` (``sc://host:port``) with :data:`SESSION_CONF` set, and
+    ``extra_conf``; a setting the server refuses (serverless allows few) is logged, not raised."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(url).appName(app_name).getOrCreate()
+    wanted = {key: _PIPELINE_CONF[key] for key in SESSION_CONF} | dict(extra_conf or {})
+    for key, value in wanted.items():
+        try:
+            spark.conf.set(key, value)
+        except Exception as exc:  # noqa: BLE001 - the server's policy; the pipeline says what it then lacks
+            log.warning("Spark Connect: the server refused %s=%s: %s", key, value, str(exc).splitlines()[0])
     query_context_loggers()
     return spark
 

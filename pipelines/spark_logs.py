@@ -8,6 +8,10 @@
   level too; ``SparkContext.setLogLevel`` alone comes after those lines.
 * **Always quiet** (:data:`QUIET_LOGGERS`): loggers whose lines report no problem, at every level.
 * **PySpark's query-context loggers** (:func:`query_context_loggers`): made once, before any thread raises.
+* **Spark Connect** (:func:`is_connect`): a Connect session (Databricks serverless, Unity Catalog standard
+  access mode, ``lakecdc run --remote``) has no driver JVM in this process: the server logs as its operator
+  configured it, and the runtime's JVM reaches (``_jvm``, ``_jdf``, ``_jdt``, ``sparkContext``) take their
+  Connect path instead.
 """
 
 from __future__ import annotations
@@ -90,9 +94,18 @@ def log4j2_file(folder: Path, level: str) -> Path:
     return path
 
 
+def is_connect(obj: object) -> bool:
+    """``obj`` (a session, a DataFrame, a DeltaTable) is Spark Connect's: no py4j gateway behind it. Read off
+    its class, so the check needs no Connect client installed (its module imports grpc)."""
+    return type(obj).__module__.startswith(("pyspark.sql.connect", "delta.connect"))
+
+
 def quiet_loggers(spark: SparkSession) -> None:
     """Set the levels of :data:`QUIET_LOGGERS` in the driver's JVM (local executors share it): the log4j2
-    file sets them at launch; a JVM someone else started (spark-submit) gets them here."""
+    file sets them at launch; a JVM someone else started (spark-submit) gets them here. Over Spark Connect
+    there is no JVM here: the server's operator configures its logs."""
+    if is_connect(spark):
+        return
     try:
         jvm = spark.sparkContext._jvm
         for name, level in QUIET_LOGGERS.items():

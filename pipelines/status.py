@@ -18,7 +18,7 @@ status. Spark Connect has no gateway: there the lag of a Kafka source is reporte
 
 Per mirror: rows, the newest change applied (``_seq``, ``_queue_pos``, ``_event_time`` of the newest row or
 tombstone by source commit time), tombstones, quarantined changes of its source table (silver and gold), and
-the last data-quality run on it (``dq_results``).
+the newest result of each data-quality check on it (``dq_results``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class MirrorStatus:
     last_event_time: str | None
     quarantined_silver: int
     quarantined_gold: int
-    dq: dict[str, Any] | None  # the last run on the mirror: run_id, checked_at, checks, failed, failing
+    dq: dict[str, Any] | None  # the last result of each check: checks, failed, failing, newest run_id, checked_at
     pending: int = 0  # changes waiting for the mirror's next merge (continuous runs)
     oldest_pending_seconds: float | None = None  # how long the oldest of them has waited
     max_delay_seconds: float | None = None  # the mirror's freshness budget
@@ -320,24 +320,24 @@ def _newest_lineage(table: DataFrame) -> tuple[str | None, str | None, float | N
 
 
 def _last_dq(spark: SparkSession, wh: Warehouse, name: str) -> dict[str, Any] | None:
+    """The newest result of each check on the mirror (per-batch expectations and run-end checks write
+    under different run ids: the newest run alone may pass while an older check still fails)."""
     from pyspark.sql import functions as F
 
     ref = dq_results_ref(wh)
     if not ref.exists(spark):
         return None
-    mine = ref.read(spark).where(F.col("table") == name)
-    latest = mine.orderBy(F.col("checked_at").desc()).select("run_id", F.unix_micros("checked_at").alias("t")).first()
-    if latest is None:
-        return None
-    run = mine.where(F.col("run_id") == latest["run_id"]).collect()
-    failing = sorted({r["expectation"] for r in run if r["success"] is not True})
-    return {
-        "run_id": latest["run_id"],
-        "checked_at": _iso(latest["t"] / 1e6),
-        "checks": len(run),
-        "failed": sum(1 for r in run if r["success"] is not True),
-        "failing": failing,
-    }
+    newest_first = F.expr("row_number() OVER (PARTITION BY expectation ORDER BY checked_at DESC, batch_id DESC)")
+    last = (
+        ref.read(spark).where(F.col("table") == name).withColumn("n", newest_first)
+        .where("n = 1").select("run_id", "expectation", "success", F.unix_micros("checked_at").alias("t")).collect()
+    )  # fmt: skip
+    if not last:
+        return None  # no check has run on this mirror
+    newest = max(last, key=lambda r: r["t"])
+    failing = sorted(r["expectation"] for r in last if r["success"] is not True)
+    return {"run_id": newest["run_id"], "checked_at": _iso(newest["t"] / 1e6), "checks": len(last),
+            "failed": len(failing), "failing": failing}  # fmt: skip
 
 
 # ---------------------------------------------------------------- output

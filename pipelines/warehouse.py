@@ -32,6 +32,7 @@ from pipelines.names import (  # noqa: F401 - re-exported: where tables live nam
     naming_errors,
     safe_name,
 )
+from pipelines.spark_logs import is_connect
 from pipelines.sql import q as quote_ident
 
 if TYPE_CHECKING:
@@ -58,9 +59,16 @@ class TableRef:
     def exists(self, spark: SparkSession) -> bool:
         from delta.tables import DeltaTable
 
-        if self.path is not None:
-            return DeltaTable.isDeltaTable(spark, self.path)
-        return spark.catalog.tableExists(self.name)
+        if self.path is None:
+            return spark.catalog.tableExists(self.name)
+        if is_connect(spark):  # Delta's Python API needs the server's Delta Connect plugin: SQL needs none
+            from pyspark.errors import AnalysisException
+
+            try:
+                return spark.sql(f"DESCRIBE DETAIL {self.sql}").first()["format"] == "delta"
+            except AnalysisException:  # no table there, or not a Delta one
+                return False
+        return DeltaTable.isDeltaTable(spark, self.path)
 
     def delta(self, spark: SparkSession) -> DeltaTable:
         from delta.tables import DeltaTable

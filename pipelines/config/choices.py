@@ -2,7 +2,7 @@
 columns (``columns_include`` / ``columns_exclude``), the columns its history tracks, its clustering
 columns, ``ignore_null_updates`` and ``gold.naming``.
 
-Each check takes the validator (:class:`~pipelines.config.validation._Validator`), records every error
+Each check takes the validator (:class:`~pipelines.config.checker.Checker`), records every error
 with the file and the field, and returns what the model keeps.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pipelines.config.checker import Checker
 from pipelines.config.fields import HISTORY, NAMING
 from pipelines.config.model import MAX_CLUSTER_COLUMNS
 from pipelines.names import DEFAULT_NAMING_TEMPLATE, MirrorNaming, naming_errors
@@ -18,10 +19,9 @@ from pipelines.selection import TableFilter, skipped_everywhere
 
 if TYPE_CHECKING:
     from pipelines.config.model import Source, TableConfig
-    from pipelines.config.validation import _Validator
 
 
-def names(v: _Validator, value: Any, where: str, what: str = "names") -> tuple[str, ...]:
+def names(v: Checker, value: Any, where: str, what: str = "names") -> tuple[str, ...]:
     """A list of non-empty strings (one string: a list of one), none twice."""
     items = v.sequence([value] if isinstance(value, str) else value, where)
     out: list[str] = []
@@ -35,7 +35,7 @@ def names(v: _Validator, value: Any, where: str, what: str = "names") -> tuple[s
     return tuple(out)
 
 
-def table_lists(v: _Validator, raw: Mapping, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def table_lists(v: Checker, raw: Mapping, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``include`` and ``exclude`` of the top level or of a source: table names or glob patterns."""
     prefix = f"{where}." if where else ""
     include = names(v, raw["include"], f"{prefix}include", "a table name or glob pattern") if "include" in raw else ()
@@ -45,11 +45,11 @@ def table_lists(v: _Validator, raw: Mapping, where: str) -> tuple[tuple[str, ...
     return include, exclude
 
 
-def optional_boolean(v: _Validator, raw: Mapping, name: str, where: str) -> bool | None:
+def optional_boolean(v: Checker, raw: Mapping, name: str, where: str) -> bool | None:
     return v.boolean(raw[name], f"{where}.{name}") if name in raw and raw[name] is not None else None
 
 
-def naming(v: _Validator, raw: Any) -> MirrorNaming:
+def naming(v: Checker, raw: Any) -> MirrorNaming:
     """``gold.naming``: template, prefix, suffix."""
     n = v.mapping(raw or {}, "gold.naming")
     v.only(n, "gold.naming", NAMING.names())
@@ -68,7 +68,7 @@ def naming(v: _Validator, raw: Any) -> MirrorNaming:
     return result if not naming_errors(result) else MirrorNaming()
 
 
-def _among(v: _Validator, chosen: Sequence[str], columns: Mapping[str, str], where: str, fold: bool) -> None:
+def _among(v: Checker, chosen: Sequence[str], columns: Mapping[str, str], where: str, fold: bool) -> None:
     """Each chosen column is one of the configured ``columns`` (when the table gives them)."""
     if not columns:
         return
@@ -79,7 +79,7 @@ def _among(v: _Validator, chosen: Sequence[str], columns: Mapping[str, str], whe
 
 
 def table_choices(
-    v: _Validator, t: Mapping, where: str, key: Sequence[str], columns: Mapping[str, str], rules: Sequence
+    v: Checker, t: Mapping, where: str, key: Sequence[str], columns: Mapping[str, str], rules: Sequence
 ) -> dict[str, Any]:
     """The chosen columns, history columns, clustering and ``ignore_null_updates`` of one table: the
     :class:`~pipelines.config.model.TableConfig` fields they set (``columns``: the mirror's)."""
@@ -132,7 +132,7 @@ def table_choices(
     return out
 
 
-def _history(v: _Validator, raw: Any, where: str, key: Sequence[str], columns: Mapping[str, str], dropped) -> dict:
+def _history(v: Checker, raw: Any, where: str, key: Sequence[str], columns: Mapping[str, str], dropped) -> dict:
     """``history``: true | false | {columns: [...]} | {except_columns: [...]}."""
     if isinstance(raw, bool) or raw is None:
         return {"history": bool(raw)}
@@ -159,7 +159,7 @@ def _history(v: _Validator, raw: Any, where: str, key: Sequence[str], columns: M
 
 
 def skipped_tables(
-    v: _Validator,
+    v: Checker,
     tables: Mapping[str, TableConfig],
     top: tuple[tuple[str, ...], tuple[str, ...]],
     sources: Sequence[Source],

@@ -19,10 +19,12 @@ from pipelines.config.model import (
     DEFAULT_INVALID_VALUE_POLICY,
     DEFAULT_NEW_MIRRORS_PER_BATCH,
     DEFAULT_SCHEMA_POLICY,
+    DEFAULT_TABLE_FEATURES,
     INVALID_VALUE_POLICIES,
     MAX_CLUSTER_COLUMNS,
     MAX_GOLD_PARALLELISM,
     SCHEMA_POLICIES,
+    TABLE_FEATURES,
 )
 from pipelines.formats.base import (
     DEFAULT_MAX_DEPTH,
@@ -176,6 +178,14 @@ GOLD = Section(
             "Continuous runs: a mirror is merged as soon as this many of its changes wait (a hot table: every batch).",
         ),
         Field("naming", "mapping (see `gold.naming`)", "{}", "How a mirror is named after its source table."),
+        Field(
+            "table_features",
+            " | ".join(TABLE_FEATURES),
+            DEFAULT_TABLE_FEATURES,
+            "Delta features of a mirror gold creates. `full`: deletion vectors, column mapping, type widening, "
+            "documents as VARIANT. `compatible`: none of them, documents as exact JSON text, for readers "
+            "without them (docs/readers.md); a mirror keeps what it was created with.",
+        ),
     ),
 )
 

@@ -42,6 +42,11 @@ DEFAULT_GOLD_MAX_PENDING = 100
 #: How many tables of a micro-batch gold applies at a time (``gold.parallelism``; pipelines.gold.parallel).
 DEFAULT_GOLD_PARALLELISM = 4
 MAX_GOLD_PARALLELISM = 64
+#: Which Delta table features gold gives a new mirror (``gold.table_features``; pipelines.gold.identity):
+#: ``full`` deletion vectors, column mapping, type widening and VARIANT documents; ``compatible`` none of them
+#: (documents as their exact JSON text), for readers that lack them (docs/readers.md).
+TABLE_FEATURES = ("full", "compatible")
+DEFAULT_TABLE_FEATURES = "full"
 #: Delta liquid clustering takes at most this many columns (``tables.<name>.cluster_by``).
 MAX_CLUSTER_COLUMNS = 4
 
@@ -139,6 +144,7 @@ class PipelineConfig:
     gold_max_delay: float = DEFAULT_GOLD_MAX_DELAY  # seconds: a continuous run's longest wait for a mirror's change
     gold_max_pending: int = DEFAULT_GOLD_MAX_PENDING  # continuous runs: this many waiting changes merge a mirror
     gold_naming: MirrorNaming = field(default_factory=MirrorNaming)  # gold.naming: the mirrors' names
+    gold_table_features: str = DEFAULT_TABLE_FEATURES  # gold.table_features: what a new mirror enables
     include: tuple[str, ...] = ()  # table names or glob patterns every source keeps (empty: every table)
     exclude: tuple[str, ...] = ()  # ... and skips (pipelines.selection)
     origin: str = "<config>"

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import pipelines.config.choices as choices
+from pipelines.config.checker import Checker
 from pipelines.config.fields import GOLD, KAFKA, LIMITS, SCHEMAS, SOURCE, STATUS, TABLE, TOP_LEVEL
 from pipelines.config.locations import location_errors
 from pipelines.config.model import (
@@ -19,9 +20,11 @@ from pipelines.config.model import (
     DEFAULT_INVALID_VALUE_POLICY,
     DEFAULT_NEW_MIRRORS_PER_BATCH,
     DEFAULT_SCHEMA_POLICY,
+    DEFAULT_TABLE_FEATURES,
     INVALID_VALUE_POLICIES,
     MAX_GOLD_PARALLELISM,
     SCHEMA_POLICIES,
+    TABLE_FEATURES,
     KafkaSource,
     PipelineConfig,
     Source,
@@ -81,6 +84,13 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         gold_raw.get("max_pending", DEFAULT_GOLD_MAX_PENDING), "gold.max_pending", DEFAULT_GOLD_MAX_PENDING
     )
     gold_naming = choices.naming(v, gold_raw.get("naming"))
+    gold_table_features = v.one_of(
+        gold_raw.get("table_features", DEFAULT_TABLE_FEATURES),
+        "gold.table_features",
+        TABLE_FEATURES,
+        DEFAULT_TABLE_FEATURES,
+        "the Delta features of a new mirror: docs/readers.md",
+    )
     include, exclude = choices.table_lists(v, root, "")
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits_raw, "limits", LIMITS.names())
@@ -149,6 +159,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         gold_max_delay=gold_max_delay,
         gold_max_pending=gold_max_pending,
         gold_naming=gold_naming,
+        gold_table_features=gold_table_features,
         include=include,
         exclude=exclude,
         origin=origin,
@@ -160,81 +171,18 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     return config
 
 
-class _Validator:
-    """Checks each field's type and value, collecting every error; :meth:`done` raises them together.
-
-    A check that fails records the error and returns a harmless default, so validation goes on.
-    """
-
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
-        self.errors: list[str] = []
-
-    def fail(self, where: str, message: str) -> None:
-        self.errors.append(f"{self.origin}: {where or 'top level'}: {message}")
-
-    def done(self) -> None:
-        if len(self.errors) == 1:
-            raise ConfigError(self.errors[0])
-        if self.errors:
-            raise ConfigError(
-                f"{self.origin}: {len(self.errors)} configuration errors:\n"
-                + "\n".join(f"  - {e}" for e in self.errors)
-            )
-
-    def mapping(self, value: Any, where: str) -> dict:
-        if not isinstance(value, dict):
-            self.fail(where, f"expected a mapping, got {type(value).__name__}")
-            return {}
-        return value
-
-    def sequence(self, value: Any, where: str) -> list:
-        if not isinstance(value, list):
-            self.fail(where, f"expected a list, got {type(value).__name__}")
-            return []
-        return value
-
-    def text(self, value: Any, where: str, default: str | None) -> Any:
-        """A string (None when absent and the default is None); anything else is an error."""
-        if value is None and default is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.fail(where, f"must be a non-empty string, got {value!r:.80}")
-            return default if default is not None else ""
-        return value
-
-    def only(self, value: dict, where: str, allowed: set[str]) -> None:
-        prefix = f"{where}." if where else ""
-        for unknown in sorted(set(map(str, value)) - allowed):
-            self.fail(f"{prefix}{unknown}", f"unknown field; allowed here: {', '.join(sorted(allowed))}")
-
-    def boolean(self, value: Any, where: str, default: bool = False) -> bool:
-        if not isinstance(value, bool):
-            self.fail(where, f"must be true or false, got {value!r:.80}")
-            return default
-        return value
+class _Validator(Checker):
+    """:class:`~pipelines.config.checker.Checker`'s generic checks, and the checks of this file's own fields."""
 
     def schema_policy(self, value: Any, where: str) -> str:
-        if value not in SCHEMA_POLICIES:
-            self.fail(
-                where,
-                f"must be one of {', '.join(SCHEMA_POLICIES)} (what DROP COLUMN, RENAME and "
-                f"narrowing do to the mirror), got {value!r:.80}",
-            )
-            return DEFAULT_SCHEMA_POLICY
-        return value
+        what = "what DROP COLUMN, RENAME and narrowing do to the mirror"
+        return self.one_of(value, where, SCHEMA_POLICIES, DEFAULT_SCHEMA_POLICY, what)
 
     def invalid_value_policy(self, value: Any, where: str) -> str:
         if value is None:  # YAML reads an unquoted `null` as nothing: the user means the policy
             return "null"
-        if value not in INVALID_VALUE_POLICIES:
-            self.fail(
-                where,
-                f"must be one of {', '.join(INVALID_VALUE_POLICIES)} (what a zero date or another "
-                f"value the source holds as invalid becomes), got {value!r:.80}",
-            )
-            return DEFAULT_INVALID_VALUE_POLICY
-        return value
+        what = "what a zero date or another value the source holds as invalid becomes"
+        return self.one_of(value, where, INVALID_VALUE_POLICIES, DEFAULT_INVALID_VALUE_POLICY, what)
 
     def status(self, raw: Any, where: str) -> StatusThresholds:
         s = self.mapping(raw or {}, where)

@@ -9,10 +9,14 @@ source table, such as two configured ``target`` names alike.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipelines.config import DEFAULT_SCHEMA_POLICY
+from pipelines.config import DEFAULT_SCHEMA_POLICY, DEFAULT_TABLE_FEATURES
+from pipelines.mirror_columns import TEXT_SOURCE_TYPE
+from pipelines.values import spark_type
 from pipelines.warehouse import HASH_MARK, SOURCE_IDENTITY_PROPERTY, safe_name, state_key
 
 if TYPE_CHECKING:
@@ -37,6 +41,7 @@ class MirrorIdentity:
     source_key: str = ""
     name_parts: tuple[str, ...] = ()
     target: bool = False  # the name is a configured target (in a catalog, ``schema.table`` picks the schema)
+    table_features: str = DEFAULT_TABLE_FEATURES  # gold.table_features when gold creates the mirror
 
     @property
     def slug(self) -> str:
@@ -64,6 +69,34 @@ COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
 #: and Delta 4 readers read them; OPTIMIZE/auto-compaction purges them). A table of a few small files is
 #: rewritten instead (:data:`pipelines.delta_writes.REWRITE_BELOW_BYTES`).
 DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
+#: The mirror property recording ``gold.table_features`` as gold created the mirror: its later schema
+#: changes keep to it, whatever the configuration says then.
+TABLE_FEATURES_PROPERTY = "lakecdc.table_features"
+#: What Delta refuses in a column name without column mapping (its ``checkFieldNames``).
+_NEEDS_COLUMN_MAPPING = re.compile(r"[ ,;{}()\n\t=]")
+
+
+def feature_properties(features: str, columns: Iterable[str]) -> dict[str, str]:
+    """The table features a new mirror enables. ``full``: deletion vectors, column mapping (DROP and RENAME
+    in place, any column name) and type widening. ``compatible``: none of them, for readers without them
+    (docs/readers.md), except column mapping where a column's name needs it (a space, a comma, ...)."""
+    if features != "compatible":
+        return {
+            "delta.enableTypeWidening": "true",
+            **COLUMN_MAPPING,
+            **DELETION_VECTORS,
+            TABLE_FEATURES_PROPERTY: features,
+        }
+    odd = any(_NEEDS_COLUMN_MAPPING.search(c) for c in columns)
+    return {**(COLUMN_MAPPING if odd else {}), TABLE_FEATURES_PROPERTY: features}
+
+
+def readable_type(source_type: str | None, features: str) -> str | None:
+    """A column's source type in a mirror of ``features``: a document (VARIANT under ``full``) is its exact
+    JSON text under ``compatible``, which readers without VARIANT open."""
+    if features == "compatible" and source_type and spark_type(source_type) == "VARIANT":
+        return TEXT_SOURCE_TYPE
+    return source_type
 
 
 def identity_conflict(ident: MirrorIdentity, props: dict[str, str] | None) -> str | None:

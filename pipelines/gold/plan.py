@@ -64,6 +64,7 @@ def mirror_identity(cfg: PipelineConfig, wh: Warehouse, source_key: str) -> Mirr
         source_key=source_key,
         name_parts=parts,
         target=target,
+        table_features=cfg.gold_table_features,
     )
 
 

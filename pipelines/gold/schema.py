@@ -46,7 +46,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipelines.gold.describe import declare_key, declares_key, mirror_comment, restore_not_null
-from pipelines.gold.identity import COLUMN_MAPPING, DELETION_VECTORS, SOURCE_IDENTITY_PROPERTY, MirrorIdentity
+from pipelines.gold.identity import (
+    SOURCE_IDENTITY_PROPERTY,
+    TABLE_FEATURES_PROPERTY,
+    MirrorIdentity,
+    feature_properties,
+    readable_type,
+)
 from pipelines.layout import LINEAGE_DDL, ROW_ID_COLUMN, SYSTEM_COLUMNS
 from pipelines.mirror_columns import (
     SOURCE_TYPES_PROPERTY,
@@ -280,6 +286,7 @@ def _create(
         columns[c] = _wanted_type(c, configured, sightings)
     for k in key:
         columns.setdefault(k, _wanted_type(k, configured, sightings))
+    columns = {c: readable_type(t, ident.table_features) for c, t in columns.items()}
     since = {c: s.first_seq for c, s in sightings.items() if s.first_seq}
     props = {
         "lakecdc.source_table": ident.source_table,
@@ -287,11 +294,9 @@ def _create(
         SOURCE_IDENTITY_PROPERTY: ident.source_key,
         KEY_PROPERTY: key_property(key),
         "delta.enableChangeDataFeed": "true",
-        "delta.enableTypeWidening": "true",
         SINCE_PROPERTY: json.dumps(since, sort_keys=True),
         SOURCE_TYPES_PROPERTY: source_types_json(columns),
-        **COLUMN_MAPPING,
-        **DELETION_VECTORS,
+        **feature_properties(ident.table_features, columns),
         **new_props,
         CLUSTER_PROPERTY: json.dumps(list(cluster_by)),
     }
@@ -340,6 +345,7 @@ class SchemaEvolution:
         recorded = props.get(SOURCE_TYPES_PROPERTY)
         self.recorded: dict[str, str | None] | None = json.loads(recorded) if recorded is not None else None
         self.comment = comment
+        self.features = props.get(TABLE_FEATURES_PROPERTY) or "full"  # as created: docs/readers.md
 
     @property
     def where(self) -> str:
@@ -454,7 +460,7 @@ class SchemaEvolution:
         )
 
     def _add(self, new: list[str]) -> None:
-        types = {c: _wanted_type(c, self.configured, self.sightings) for c in new}
+        types = {c: readable_type(_wanted_type(c, self.configured, self.sightings), self.features) for c in new}
         log.info("gold: %s gains columns %s", self.where, ", ".join(new))
         self._record({**self.shape.columns, **types})
         self._alter(f"ADD COLUMNS ({', '.join(column_ddl(c, t) for c, t in types.items())})")
@@ -469,6 +475,10 @@ class SchemaEvolution:
         log.info("gold: %s clustered by %s", self.where, ", ".join(columns) or "nothing")
 
     def _drop(self, column: str, seq: str) -> None:
+        if self.features == "compatible":  # no column mapping: the column stays, as under `ignore`
+            log.warning("gold: %s: column %r kept (table_features compatible: no DROP in place)", self.where, column)
+            self.shape.unwritten.add(column)
+            return
         self._column_mapping()
         self._alter(f"DROP COLUMN {q(column)}")
         del self.shape.columns[column]
@@ -476,6 +486,10 @@ class SchemaEvolution:
         self.dropped[column] = seq
 
     def _rename(self, old: str, new: str) -> None:
+        if self.features == "compatible":  # no column mapping: a new column, as under `ignore`
+            log.warning("gold: %s: %r kept, %r added (table_features compatible: no RENAME)", self.where, old, new)
+            self._ignore_rename(old, new)
+            return
         self._column_mapping()
         self._record({**self.shape.columns, new: self.shape.columns[old]})
         self._alter(f"RENAME COLUMN {q(old)} TO {q(new)}")
@@ -498,9 +512,12 @@ class SchemaEvolution:
                 continue
             if widens(old, new):
                 log.info("gold: %s: column %r widens %s → %s", self.where, column, old, new)
-                self._record({**self.shape.columns, column: source_type})
-                self._alter("SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
-                self._alter(f"ALTER COLUMN {q(column)} TYPE {new.upper()}")
+                if self.features == "compatible":  # no type widening: the column rewritten, each value cast exactly
+                    self._rewrite(column, source_type, f"CAST({q(column)} AS {new})")
+                else:
+                    self._record({**self.shape.columns, column: source_type})
+                    self._alter("SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+                    self._alter(f"ALTER COLUMN {q(column)} TYPE {new.upper()}")
                 self.shape.columns[column], self.spark_types[column] = source_type, new
                 continue
             kind = "narrowed" if fits(new, old) else "retyped"
@@ -519,13 +536,17 @@ class SchemaEvolution:
 
     def _as_text(self, column: str) -> None:
         """Rewrite one column as canonical text (``evolve`` of an unrelated type change)."""
+        self._rewrite(column, TEXT_SOURCE_TYPE, export_expr(column, self.spark_types[column]))
+
+    def _rewrite(self, column: str, source_type: str, value_sql: str) -> None:
+        """Rewrite the mirror with one column's values as ``value_sql`` gives them, of ``source_type``."""
         from pyspark.sql import functions as F
 
+        value = F.expr(value_sql)
         df = self.ident.ref.read(self.spark)
         comment = (df.schema[column].metadata or {}).get("comment")  # an analyst's comment stays
-        text = F.expr(export_expr(column, self.spark_types[column]))
-        rewritten = df.withColumn(column, text.alias(column, metadata={"comment": comment} if comment else {}))
-        self._record({**self.shape.columns, column: TEXT_SOURCE_TYPE})
+        rewritten = df.withColumn(column, value.alias(column, metadata={"comment": comment} if comment else {}))
+        self._record({**self.shape.columns, column: source_type})
         # Under column mapping Delta refuses a schema-changing overwrite while the change data feed is on
         # (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION). The rewrite is a schema change, which stops a
         # feed reader anyway, so the feed is paused around this one commit (a crash in between leaves it
@@ -534,7 +555,7 @@ class SchemaEvolution:
         self.ident.ref.save(rewritten.write.format("delta").mode("overwrite").option("overwriteSchema", "true"))
         restore_not_null(self.spark, self.ident.ref, [f.name for f in df.schema.fields if not f.nullable])
         self._alter("SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
-        self.shape.columns[column], self.spark_types[column] = TEXT_SOURCE_TYPE, "string"
+        self.shape.columns[column], self.spark_types[column] = source_type, spark_type(source_type).lower()
 
     def _record(self, types: dict[str, str | None]) -> None:
         """Write the source types property, before the schema change it describes: should the change

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pipelines.layout import SYSTEM_COLUMNS as MIRROR_SYSTEM_COLUMNS
 from pipelines.mirror_names import RecordedMirror, existing_mirrors
 from pipelines.quality.gx_session import MAX_EXAMPLES
 from pipelines.quality.rules import Rule
+from pipelines.spark_logs import is_connect
 from pipelines.sql import lit, q
 from pipelines.values import spark_type
 
@@ -43,6 +45,19 @@ INDEX_COLUMNS = ("bronze_position", "change_index")
 _PYSPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 #: Expressions Spark evaluates as plans of their own: not a row's condition.
 _SUBQUERY_CLASSES = ("ScalarSubquery", "Exists", "ListQuery", "InSubquery", "LateralSubquery")
+
+
+#: Spark's functions whose value is not one of the row's (``deterministic`` false in the plan), as
+#: :func:`_columns_from_text` reads them where no plan is at hand (Spark Connect).
+_NONDETERMINISTIC = frozenset(
+    ("rand", "randn", "random", "uuid", "shuffle", "monotonically_increasing_id", "spark_partition_id",
+     "input_file_name", "input_file_block_start", "input_file_block_length", "randstr", "uniform", "reflect",
+     "java_method", "try_reflect")
+)  # fmt: skip
+#: A SQL string literal (single or double quotes, backslash escapes): no names inside.
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+#: A backquoted name, or a word (and whether a call's parenthesis follows it).
+_NAME = re.compile(r"`((?:[^`]|``)+)`|\b([A-Za-z_][A-Za-z0-9_]*)\b(\s*\()?")
 
 
 class SqlRuleError(ValueError):
@@ -110,6 +125,8 @@ def referenced_columns(frame: DataFrame, text: str) -> tuple[str, ...]:
     from pyspark.sql import functions as F
 
     columns = [c for c in frame.columns if c not in SYSTEM_COLUMNS]
+    if is_connect(frame):
+        return _columns_from_text(frame, text, columns)
     try:
         with _quiet_analysis_errors():
             condition = F.expr(text)
@@ -126,8 +143,36 @@ def referenced_columns(frame: DataFrame, text: str) -> tuple[str, ...]:
     if not cond.deterministic():
         raise SqlRuleError("must be deterministic (the same row must always pass or fail)")
     refs = cond.references().toSeq()
-    names = {refs.apply(i).name() for i in range(refs.size())}
-    return tuple(c for c in columns if c in names)
+    names = {refs.apply(i).name().lower() for i in range(refs.size())}  # as written: `A > 1` names a
+    return tuple(c for c in columns if c.lower() in names)
+
+
+def _columns_from_text(frame: DataFrame, text: str, columns: list[str]) -> tuple[str, ...]:
+    """:func:`referenced_columns` over Spark Connect, where no analyzed plan reaches the client: the server
+    analyses the condition (a parse error, an unknown column, a non-boolean, an aggregate or a window in a
+    WHERE fail there); a subquery and a non-deterministic function are read off the text, string literals
+    aside, and so are the columns it names (Spark resolves names case-insensitively)."""
+    from pyspark.sql import functions as F
+
+    try:
+        with _quiet_analysis_errors():
+            frame.select(*[F.col(q(c)) for c in columns]).where(F.expr(text)).schema  # noqa: B018 - analysed
+    except Exception as exc:  # noqa: BLE001 - Spark's parse and analysis errors, each named
+        raise SqlRuleError(_first_line(exc)) from None
+    names, calls = set(), set()
+    for quoted, word, call in _NAME.findall(_STRING.sub("''", text)):
+        if quoted:
+            names.add(quoted.replace("``", "`").lower())
+        else:
+            (calls if call else names).add(word.lower())
+    if "select" in names | calls:
+        raise SqlRuleError("must use the row's columns only, not a subquery")
+    if calls & _NONDETERMINISTIC:
+        raise SqlRuleError("must be deterministic (the same row must always pass or fail)")
+    added = sorted(names & {c.lower() for c in frame.columns if c not in columns})
+    if added:  # Spark resolves them from the frame below the select: the plan path refuses that plan
+        raise SqlRuleError(f"must name the mirror's columns only, not {', '.join(added)}")
+    return tuple(c for c in columns if c.lower() in names)
 
 
 def sql_check(frame: DataFrame, rule: Rule) -> SqlCheck:

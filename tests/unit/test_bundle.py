@@ -112,9 +112,11 @@ def test_every_referenced_file_exists(
     assert cfg.catalog and cfg.schema and cfg.checkpoints.startswith("/Volumes/"), cfg
     for name, (path, spec) in jobs.items():
         for task in spec["tasks"]:
-            for library in task.get("libraries", []):
-                if "whl" in library:  # the artifact's build output, relative to the file that names it
-                    assert (path.parent / library["whl"]).parent.resolve() == (ROOT / out_dir).resolve(), library
+            wheels = [lib["whl"] for lib in task.get("libraries", []) if "whl" in lib]
+            wheels += [dep for dep in _environment(spec, task).get("dependencies", []) if dep.endswith(".whl")]
+            assert wheels, f"{name}.{task['task_key']}: the wheel is neither a library nor a dependency"
+            for wheel in wheels:  # the artifact's build output, relative to the file that names it
+                assert (path.parent / wheel).parent.resolve() == (ROOT / out_dir).resolve(), wheel
             for key in ("notebook_task", "spark_python_task"):
                 source = (task.get(key) or {}).get("notebook_path") or (task.get(key) or {}).get("python_file")
                 if source:
@@ -172,8 +174,8 @@ def test_wheel_tasks_run_the_lakecdc_cli_with_arguments_it_accepts(
     from pipelines.cli import build_parser, cmd_run
 
     scripts = pyproject["project"]["scripts"]
-    stages = []
     for _name, (_path, spec) in jobs.items():
+        stages = []
         defaults = {parameter["name"]: parameter["default"] for parameter in spec.get("parameters", [])}
         for task in spec["tasks"]:
             wheel_task = task.get("python_wheel_task")
@@ -188,13 +190,22 @@ def test_wheel_tasks_run_the_lakecdc_cli_with_arguments_it_accepts(
             assert args.checkpoints == defaults["checkpoints"]
             stages.append(args.stage)
             quality = [lib["pypi"]["package"] for lib in task.get("libraries", []) if "pypi" in lib]
+            quality += [dep for dep in _environment(spec, task).get("dependencies", []) if not dep.endswith(".whl")]
             wanted = [
                 req.replace("[spark]", "")
                 for req in pyproject["project"]["optional-dependencies"]["quality"]
                 if req.startswith("great-expectations")
             ]
             assert quality == wanted, "gold needs Great Expectations on the cluster, at the wheel's version"
-    assert stages == ["bronze", "silver", "gold"]
+        assert stages == ["bronze", "silver", "gold"], _name
+
+
+def _environment(job: dict, task: dict) -> dict:
+    """The spec of a serverless task's environment (``environment_key``), empty for a cluster's task."""
+    key = task.get("environment_key")
+    specs = {env["environment_key"]: env.get("spec") or {} for env in job.get("environments", [])}
+    assert key is None or key in specs, f"{task['task_key']}: no environment {key}"
+    return specs.get(key, {})
 
 
 def test_the_entry_point_raises_on_failure(pyproject: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -225,3 +236,14 @@ def test_the_entry_point_raises_on_failure(pyproject: dict, tmp_path: Path, caps
         timeout=120,
     )
     assert submitted.returncode == 2, submitted.stderr
+
+
+def test_one_job_runs_on_a_schedule_since_every_job_shares_the_tables_and_checkpoints(
+    jobs: dict[str, tuple[Path, dict]],
+) -> None:
+    scheduled = [
+        name for name, (_p, spec) in jobs.items() if (spec.get("schedule") or {}).get("pause_status") != "PAUSED"
+    ]
+    assert scheduled == ["lakecdc_pipeline"], "the serverless variant is opt-in: its schedule stays paused"
+    serverless = jobs["lakecdc_pipeline_serverless"][1]
+    assert "job_clusters" not in serverless and all(task["environment_key"] for task in serverless["tasks"])

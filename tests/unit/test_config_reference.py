@@ -131,6 +131,7 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("gold", "parallelism"): lambda c: c.gold_parallelism,
     ("gold", "max_delay"): lambda c: f"{c.gold_max_delay / 60:g} minutes",
     ("gold", "max_pending"): lambda c: c.gold_max_pending,
+    ("gold", "table_features"): lambda c: c.gold_table_features,
     ("limits", "max_message_bytes"): lambda c: c.max_message_bytes,
     ("limits", "max_depth"): lambda c: c.max_depth,
     ("limits", "max_width"): lambda c: c.max_width,

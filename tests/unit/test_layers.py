@@ -76,6 +76,7 @@ LAZY_IMPORTERS = (
     "pipelines.cli_commands.formats",
     "pipelines.cli_commands.dq",
     "pipelines.cli_commands.dev",
+    "pipelines.cli_commands.maintain",
 )
 
 
