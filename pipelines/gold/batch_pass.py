@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
-from pipelines.delta_writes import session_conf
 from pipelines.gold.batch import BatchContext, GoldStats, Step
 from pipelines.gold.decide import (
     check_changes,
@@ -32,9 +31,10 @@ from pipelines.gold.decide import (
 )
 from pipelines.gold.lookups import MIRROR, Lookups
 from pipelines.gold.order import with_order
-from pipelines.gold.parallel import Workers, is_connect
+from pipelines.gold.parallel import Workers
 from pipelines.gold.plan import MirrorCache, TablePlan, describe_table, mirror_identity, plan_tables
 from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch, source_table_col
+from pipelines.gold.settings import GOLD_SESSION_CONF, SMALL_BATCH, batch_settings, small_batch_conf
 from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
 from pipelines.gold.steps import StepClock
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
@@ -52,37 +52,6 @@ GE_LOCK = threading.Lock()
 #: A batch of at most this many changes meets key state by broadcast joins (its keys, and their state, sent
 #: to every task) instead of shuffles: a small batch then costs no exchange of the key state table.
 BROADCAST_CHANGES = 200_000
-#: Settings of the sessions gold applies a batch with.
-GOLD_SESSION_CONF = {
-    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",  # map_concat: later image wins
-}
-#: A batch of at most this many changes is planned and run as a small one (:func:`small_batch_conf`).
-SMALL_BATCH = 100_000
-
-
-def small_batch_conf(spark: SparkSession) -> dict[str, str]:
-    """Settings of a small batch, where Spark's fixed costs are most of the work:
-
-    * no generated code: gold's expressions (every table's types as lookups, the checks, the fold) are large,
-      and compiling them cost most of a small batch (the counts query of 400 changes: 19.6 s on first run,
-      4.0 s run again with its code cached; interpreted, 3.8 s and 1.0 s; docs/benchmark.md). A literal that
-      changes from batch to batch (the batch id) defeats the cache, so each batch would compile again;
-    * no adaptive query execution: it runs each shuffle stage as a job of its own and plans the rest again
-      after it, which doubles a small batch's jobs (a MERGE: 11 jobs with it, 5 without); gold marks its small
-      joins for broadcast itself;
-    * at most as many shuffle partitions as the cluster has cores.
-
-    Empty over Spark Connect (its server's settings stand)."""
-    if is_connect(spark):
-        return {}
-    cores = max(1, spark.sparkContext.defaultParallelism)
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
-    return {
-        "spark.sql.adaptive.enabled": "false",
-        "spark.sql.shuffle.partitions": str(min(partitions, cores)),
-        "spark.sql.codegen.wholeStage": "false",
-        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    }
 
 
 @dataclass
@@ -181,7 +150,7 @@ class BatchPass:
         self.settings = small if hint is None or hint <= SMALL_BATCH else usual
         sessions = list({id(s): s for s in (spark, batch_df.sparkSession)}.values())
         with ExitStack() as settings:
-            settings.enter_context(_settings(sessions, self.settings))
+            settings.enter_context(batch_settings(sessions, self.settings))
             with self.clock.step("plan"):
                 self.state.ensure(spark)
                 self.stream.load(spark, self.state, before=self.state_batch)
@@ -205,7 +174,7 @@ class BatchPass:
                 changes = sum(p.profile.changes for p in self.plans.values())
                 if changes > SMALL_BATCH and self.settings is small:  # larger than the last batch: adaptive
                     self.settings = usual
-                    settings.enter_context(_settings(sessions, usual))
+                    settings.enter_context(batch_settings(sessions, usual))
                 self.stream.last_changes = changes
                 with self.clock.step("decide"):
                     self._decide(batch)
@@ -386,15 +355,6 @@ class BatchPass:
                 s.unaccounted,
                 s.changes,
             )
-
-
-@contextmanager
-def _settings(sessions, settings: Mapping[str, str]) -> Iterator[None]:
-    """``settings`` on each of ``sessions`` for the block."""
-    with ExitStack() as stack:
-        for session in sessions:
-            stack.enter_context(session_conf(session, settings))
-        yield
 
 
 def _seconds(micros: int | None) -> float | None:

@@ -41,6 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
+from pipelines.spark_logs import is_connect
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -79,11 +81,6 @@ def thread_session(spark: SparkSession) -> SparkSession:
     return session
 
 
-def is_connect(spark: SparkSession) -> bool:
-    """A Spark Connect session: no SparkContext, no thread sessions; gold applies its tables one at a time."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 class Workers:
     """A stream's gold threads, kept from batch to batch: a pool of ``parallelism`` threads and one session
     per thread (:func:`thread_session`), each thread's jobs in its own FAIR pool."""
@@ -95,7 +92,9 @@ class Workers:
         self._slots = itertools.count()
         self._slot_lock = threading.Lock()
 
-    def session(self, spark: SparkSession, inherited: Mapping[str, str | None], settings: Mapping[str, str]):
+    def session(
+        self, spark: SparkSession, inherited: Mapping[str, str | None], settings: Mapping[str, str]
+    ) -> SparkSession:
         """This thread's session (made on its first task), with the caller's job group and ``settings``."""
         sc = spark.sparkContext
         for key, value in inherited.items():
@@ -128,7 +127,7 @@ def apply_all(
     this call, set on each thread's session. The first failure (in ``names`` order) is raised with a note
     ``describe(name)``."""
     settings = dict(settings or {})
-    if parallelism <= 1 or len(names) <= 1 or is_connect(spark):
+    if parallelism <= 1 or len(names) <= 1 or is_connect(spark):  # Connect: no thread sessions
         out = []
         try:
             for done, name in enumerate(names, 1):

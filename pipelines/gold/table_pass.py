@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from pipelines.delta_writes import append_once, checkpointed, quarantine_frame
+from pipelines.delta_writes import append_once, checkpointed, quarantine_frame, release_checkpoint
 from pipelines.gold.batch import BatchContext, Step, WrittenMirror, batch_results_stamp, commit_marker
 from pipelines.gold.batch_pass import GE_LOCK, BatchPass, _kept_if_failing, _seconds
 from pipelines.gold.decide import key_state_rows
@@ -89,7 +89,7 @@ class MicroBatch(BatchPass):
                         workers=stream.workers_for(parallelism), settings=self.settings,
                     )  # fmt: skip
         finally:
-            _release(fresh_folded)
+            release_checkpoint(fresh_folded)
         with self.clock.step("record"):
             self._record(due, deferred)
 
@@ -300,11 +300,3 @@ def tracked_columns(plan: TablePlan) -> list[str] | None:
     if tc.history_columns is not None:
         return [c for c in data if c in tc.history_columns]
     return [c for c in data if c not in tc.history_except_columns]
-
-
-def _release(frame: DataFrame) -> None:
-    """Free a local checkpoint's blocks now, not when the driver's garbage collector finds the frame."""
-    try:
-        frame._jdf.queryExecution().logical().rdd().unpersist(False)
-    except Exception as exc:  # noqa: BLE001 - another runtime's plan: the cleaner releases it later
-        log.debug("checkpoint blocks left to the cleaner: %s", exc)

@@ -4,7 +4,8 @@ adaptive query execution and gives the session back as it found it, and a stream
 from __future__ import annotations
 
 from pipelines.config import parse_config
-from pipelines.gold.batch_pass import GoldStream, small_batch_conf
+from pipelines.gold.batch_pass import GoldStream
+from pipelines.gold.settings import small_batch_conf
 from pipelines.gold.stage import apply_gold_batch
 from pipelines.gold.steps import STEPS, StepClock, spark_jobs
 from tests.spark.test_gold_semantics import Gold, _row, change

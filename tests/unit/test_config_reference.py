@@ -136,6 +136,7 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("limits", "max_depth"): lambda c: c.max_depth,
     ("limits", "max_width"): lambda c: c.max_width,
     ("limits", "max_elements"): lambda c: c.max_elements,
+    ("limits", "new_mirrors_per_batch"): lambda c: c.new_mirrors_per_batch,
     ("status", "max_lag_seconds"): lambda c: c.status.max_lag_seconds,
     ("status", "max_staleness_seconds"): lambda c: c.status.max_staleness_seconds,
     ("sources[]", "path"): lambda c: _source(c, "by_topics").path,
