@@ -33,16 +33,14 @@ def _jobs(spark) -> int:
 
 #: The steps whose Spark jobs ``--profile`` counts: (module, function), the label is the function.
 PROFILED = (
-    ("pipelines.gold.stage", "profile_batch"),
-    ("pipelines.gold.stage", "mirror_identity"),
-    ("pipelines.gold.stage", "table_properties"),
-    ("pipelines.gold.stage", "shape_mirror"),
-    ("pipelines.gold.stage", "quarantine_misfits"),
-    ("pipelines.gold.stage", "apply_truncate"),
-    ("pipelines.gold.stage", "_cdc_batch_checks"),
-    ("pipelines.gold.stage", "write_results"),
-    ("pipelines.gold.keyed", "count_changes"),
+    ("pipelines.gold.batch_pass", "profile_batch"),
+    ("pipelines.gold.batch_pass", "plan_tables"),
+    ("pipelines.gold.batch_pass", "table_counts"),
+    ("pipelines.gold.table_pass", "fold_per_key"),
+    ("pipelines.gold.table_pass", "key_state_rows"),
+    ("pipelines.gold.table_pass", "apply_keyed"),
     ("pipelines.gold.keyed", "merge_keyed"),
+    ("pipelines.gold.table_pass", "key_check_rows"),
     ("pipelines.gold.parallel", "release_tables"),
 )
 

@@ -19,7 +19,7 @@ rebuilds a table's state, a Spark job, to answer one). Applying a mirror's chang
 applying them twice leaves the mirror as once: a mirror merged just before a crash, whose progress row
 was not yet written, is merged again and stays right.
 
-Every :data:`COMPACT_EVERY` batches the three tables are rewritten with only what readers still need.
+``lakecdc maintain`` rewrites the tables between runs with only what readers still need (:meth:`GoldState.compact`).
 
 A mirror written before key state existed is adopted on its first batch (:func:`adopt_mirror`): its
 rows and its tombstones table become key state, and the mirror records ``lakecdc.key_state``.
@@ -47,8 +47,6 @@ log = logging.getLogger(__name__)
 
 #: The mirror property that says its keys are in key state, and since which batch (its first, or -1: adopted).
 KEY_STATE_PROPERTY = "lakecdc.key_state_since"
-#: Rewrite the state tables every this many batches (see the module docstring).
-COMPACT_EVERY = 32
 _ORD_DDL = "STRUCT<" + ", ".join(f"{name}: {t.upper()}" for name, t in ORD_FIELDS) + ">"
 KEYS_DDL = (
     "mirror STRING, k STRING, seq STRING, live BOOLEAN, vh MAP<STRING, BIGINT>, batch BIGINT, "
