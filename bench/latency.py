@@ -145,9 +145,15 @@ def _visible(spark, wh: Warehouse, topic: str) -> dict[int, tuple[list[int], lis
         .agg(F.min("ms").alias("ms"))
         .collect()
     )
+    return visibility((r["p"], r["o"], r["ms"]) for r in rows)
+
+
+def visibility(written) -> dict[int, tuple[list[int], list[int]]]:
+    """From (partition, offset, commit ms) of what was written: per partition, the offsets (sorted) and,
+    aligned, the earliest commit (ms) at or after each (a later offset visible covers an earlier one)."""
     per: dict[int, list[tuple[int, int]]] = {}
-    for r in rows:
-        per.setdefault(r["p"], []).append((r["o"], r["ms"]))
+    for p, o, ms in written:
+        per.setdefault(p, []).append((o, ms))
     out = {}
     for p, pairs in per.items():
         pairs.sort()
@@ -291,17 +297,8 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
         visible = _visible(spark, wh, topic)
     finally:
         broker.stop()
-    latencies = []
-    missing = 0
-    for p, o, ts in producer.delivered:
-        offsets, first = visible.get(p, ([], []))
-        i = bisect.bisect_left(offsets, o)
-        if i == len(offsets):
-            missing += 1
-            latencies.append(math.inf)
-        else:
-            latencies.append((first[i] - ts) / 1000)
-    latencies.sort()
+    latencies = latencies_of(producer.delivered, visible)
+    missing = sum(1 for x in latencies if not math.isfinite(x))
     p50, p99 = _percentile(latencies, 0.50), _percentile(latencies, 0.99)
     achieved = len(producer.delivered) / producer.seconds if producer.seconds else None
     finite = [x for x in latencies if math.isfinite(x)]
@@ -349,6 +346,17 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
         "target": {"text": "p99 < 15 s at 2,000 msg/s", "max_seconds": 15.0, "rate": 2000},
         "verdict": "PASS" if math.isfinite(p99) and p99 < 15.0 else "FAIL",
     }
+
+
+def latencies_of(delivered: list[tuple[int, int, int]], visible: dict[int, tuple[list[int], list[int]]]) -> list[float]:
+    """Seconds from each delivered (partition, offset, produce ms) to the first commit that made it or a later
+    offset of its partition visible (``visible``: as :func:`_visible` returns it), sorted; never visible: inf."""
+    out = []
+    for p, o, ts in delivered:
+        offsets, first = visible.get(p, ([], []))
+        i = bisect.bisect_left(offsets, o)
+        out.append(math.inf if i == len(offsets) else (first[i] - ts) / 1000)
+    return sorted(out)
 
 
 def _round(x: float) -> float | None:
