@@ -259,6 +259,38 @@ def start_continuous(spark, cfg, timeout: float) -> tuple[threading.Thread, list
     return runner, failure
 
 
+def last_offsets(delivered: list[tuple[int, int, int]]) -> dict[int, int]:
+    """Per partition, the newest offset of the delivered (partition, offset, ms)."""
+    last: dict[int, int] = {}
+    for p, o, _ts in delivered:
+        last[p] = max(o, last.get(p, -1))
+    return last
+
+
+def drain(spark, alive, caught_up, limit: float, every: float = 2.0) -> None:
+    """Wait until ``caught_up()`` (asked every ``every`` s) or ``limit`` s, while ``alive()``; then let the
+    triggers that are running (the batch that got there, its checks) end, 180 s at most."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit and alive():
+        time.sleep(every)
+        if caught_up():
+            break
+    idle_by = time.monotonic() + 180
+    while time.monotonic() < idle_by and any(q.status.get("isTriggerActive") for q in spark.streams.active):
+        time.sleep(1)
+
+
+def stop_continuous(spark, runner: threading.Thread, failure: list[BaseException]) -> dict[str, dict]:
+    """Stop the streams of a pipeline :func:`start_continuous` started; their batches (:func:`stage_batches`)."""
+    stages = stage_batches(spark.streams.active)
+    for q in spark.streams.active:
+        q.stop()
+    runner.join(timeout=300)
+    if failure:
+        raise RuntimeError(f"the pipeline failed during the latency run: {failure[0]}")
+    return stages
+
+
 def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
     from pipelines.testing.kafka_broker import LocalBroker
 
@@ -277,23 +309,10 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
         producer.start()
         producer.join()
         produced_at = time.monotonic()
-        last = {}
-        for p, o, _ts in producer.delivered:
-            last[p] = max(o, last.get(p, -1))
-        while time.monotonic() - produced_at < sizes["drain"] and runner.is_alive():
-            time.sleep(5)
-            if _caught_up(spark, wh, topic, last):
-                break
+        last = last_offsets(producer.delivered)
+        drain(spark, runner.is_alive, lambda: _caught_up(spark, wh, topic, last), sizes["drain"], every=5)
         drained = time.monotonic() - produced_at
-        idle_by = time.monotonic() + 180  # caught up; let the batch that got there finish its checks before stopping
-        while time.monotonic() < idle_by and any(q.status.get("isTriggerActive") for q in spark.streams.active):
-            time.sleep(1)
-        stages = stage_batches(spark.streams.active)
-        for q in spark.streams.active:
-            q.stop()
-        runner.join(timeout=300)
-        if failure:
-            raise RuntimeError(f"the pipeline failed during the latency run: {failure[0]}")
+        stages = stop_continuous(spark, runner, failure)
         visible = _visible(spark, wh, topic)
     finally:
         broker.stop()

@@ -32,10 +32,13 @@ from bench.latency import (
     _round,
     _visible,
     continuous_config,
+    drain,
+    last_offsets,
     latencies_of,
     messages,
     stage_batches,
     start_continuous,
+    stop_continuous,
     visibility,
 )
 from pipelines.runner import run_pipeline
@@ -166,27 +169,6 @@ def _latency_summary(delivered, visible, producer_seconds: float, stages: dict) 
     }
 
 
-def _drain(spark, runner_alive, caught_up, limit: float) -> float:
-    """Wait until ``caught_up()`` (checked every 2 s) or ``limit`` seconds; then let running triggers end."""
-    began = time.monotonic()
-    while time.monotonic() - began < limit and runner_alive():
-        time.sleep(2)
-        if caught_up():
-            break
-    drained = time.monotonic() - began
-    idle_by = time.monotonic() + 120
-    while time.monotonic() < idle_by and any(q.status.get("isTriggerActive") for q in spark.streams.active):
-        time.sleep(1)
-    return drained
-
-
-def _last_offsets(delivered) -> dict[int, int]:
-    last: dict[int, int] = {}
-    for p, o, _ts in delivered:
-        last[p] = max(o, last.get(p, -1))
-    return last
-
-
 def latency_hand(spark, work: Path, broker, records, sizes: dict) -> dict:
     topic = "bench-pipeline-hand"
     broker.create_topic(topic, PARTITIONS)
@@ -195,12 +177,12 @@ def latency_hand(spark, work: Path, broker, records, sizes: dict) -> dict:
     time.sleep(5)  # the first, empty triggers
     producer = _Producer(broker.bootstrap, topic, records, sizes["rate"])
     producer.run()
-    last = _last_offsets(producer.delivered)
+    last = last_offsets(producer.delivered)
 
     def caught_up() -> bool:
         return all(any(p == q and o >= want for q, o, _ms in list(job.merged)) for p, want in last.items())
 
-    _drain(spark, lambda: all(q.isActive for q in queries), caught_up, sizes["drain"])
+    drain(spark, lambda: all(q.isActive for q in queries), caught_up, sizes["drain"])
     stages = stage_batches(queries)
     for q in queries:
         q.stop()
@@ -215,14 +197,9 @@ def latency_whole(spark, work: Path, broker, records, sizes: dict, checks: bool)
     runner, failure = start_continuous(spark, cfg, sizes["timeout"])
     producer = _Producer(broker.bootstrap, topic, records, sizes["rate"])
     producer.run()
-    last = _last_offsets(producer.delivered)
-    _drain(spark, runner.is_alive, lambda: _caught_up(spark, wh, topic, last), sizes["drain"])
-    stages = stage_batches(spark.streams.active)
-    for q in spark.streams.active:
-        q.stop()
-    runner.join(timeout=300)
-    if failure:
-        raise RuntimeError(f"the pipeline failed during the latency run: {failure[0]}")
+    last = last_offsets(producer.delivered)
+    drain(spark, runner.is_alive, lambda: _caught_up(spark, wh, topic, last), sizes["drain"])
+    stages = stop_continuous(spark, runner, failure)
     return _latency_summary(producer.delivered, _visible(spark, wh, topic), producer.seconds, stages)
 
 
