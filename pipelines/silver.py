@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
@@ -311,10 +312,10 @@ def write_silver_batch(
     ``batch_counts`` (:mod:`pipelines.silver_counts`): the batch decoded once (persisted), counted in one
     aggregate, one commit per table with rows. Returns the rows written per kind.
 
-    Each append carries a commit marker (:func:`~pipelines.delta_writes.append_once`); with ``check`` (the
-    first batch of a stream, the one a restart retries, or a direct call) it first looks for the marker and
-    skips a write an earlier attempt made. Open-source Delta checks a ``txnAppId`` stamp by rebuilding the
-    table's state (a Spark job per write), so later batches, which no earlier attempt wrote, do not look."""
+    Each append carries a commit marker (:func:`~pipelines.delta_writes.append_once`); with ``check`` (a
+    batch an earlier run began and did not finish, :func:`may_be_retried`, or a direct call) it first looks
+    for the marker and skips a write an earlier attempt made. Open-source Delta checks a ``txnAppId`` stamp by
+    rebuilding the table's state (Spark jobs on every write); a marker costs a look only where a retry can be."""
     batch_df = batch_df.persist()
     try:
         per_source = count_rows(batch_df)
@@ -354,21 +355,42 @@ def decode_frame_schema_only(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], DECODED_DDL)
 
 
+def may_be_retried(checkpoint: str) -> Callable[[int], bool]:
+    """Whether a batch of the stream about to start from ``checkpoint`` may have been written before: only
+    the one an earlier run began and did not finish, the newest in the checkpoint's ``offsets`` log with no
+    entry in its ``commits`` log (Spark writes the first before a batch, the second after it). Where the
+    checkpoint cannot be listed, the stream's first batch, the one a restart runs again."""
+    root = Path(checkpoint)
+    try:
+        logs = [{int(p.name) for p in (root / d).iterdir() if p.name.isdigit()} if (root / d).is_dir() else set()
+                for d in ("offsets", "commits")]  # fmt: skip
+    except OSError:
+        first = [True]
+
+        def first_only(batch_id: int) -> bool:
+            was, first[0] = first[0], False
+            return was
+
+        return first_only
+    offsets, commits = logs
+    unfinished = max(offsets, default=None)
+    return lambda batch_id: unfinished is not None and unfinished not in commits and batch_id == unfinished
+
+
 def start_silver(
     spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, available_now: bool, stats: SilverStats | None = None
 ) -> StreamingQuery:
     """Start the silver query: bronze → decoded rows → the silver tables, checkpointed. ``stats``, when
-    given, adds up the rows of each kind the run writes (the run summary's skipped changes). Only the
-    stream's first batch looks for its commit markers: a restart retries that one alone."""
+    given, adds up the rows of each kind the run writes (the run summary's skipped changes). Only a batch
+    an earlier run began and did not finish (:func:`may_be_retried`) looks for its commit markers."""
     ensure_silver(spark, wh)
     checkpoint = wh.checkpoint("silver", "decode")
     app_id = f"lakecdc-silver-{run_id(checkpoint)}"
     decoded = decode_frame(wh.bronze.read_stream(spark), cfg)
-    first = [True]
+    retried = may_be_retried(checkpoint)
 
     def each_batch(df: DataFrame, batch_id: int) -> None:
-        counts = write_silver_batch(spark, df, batch_id, wh, app_id, check=first[0])
-        first[0] = False
+        counts = write_silver_batch(spark, df, batch_id, wh, app_id, check=retried(batch_id))
         if stats is not None:
             stats.add(counts)
 
