@@ -213,7 +213,9 @@ def run_pipeline_section(spark, work: Path, sizes: dict, checks: bool) -> dict:
         records = messages(int(sizes["rate"] * sizes["seconds"]), sizes["tables"])
         _say(f"pipeline: latency, {len(records)} messages at {sizes['rate']}/s, hand-written then whole ...")
         hand = latency_hand(spark, work, broker, records, sizes)
+        _say(f"pipeline: latency, hand-written p50 {hand['p50_seconds']} s, p99 {hand['p99_seconds']} s")
         whole = latency_whole(spark, work, broker, records, sizes, checks)
+        _say(f"pipeline: latency, whole pipeline p50 {whole['p50_seconds']} s, p99 {whole['p99_seconds']} s")
     finally:
         for q in spark.streams.active:
             q.stop()
