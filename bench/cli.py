@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench.env import ROOT, MemorySampler, git_info, machine_info
 
-SECTIONS = ("decode", "tables", "run", "apply", "scale", "latency", "freshness", "memory")
+SECTIONS = ("decode", "tables", "run", "apply", "scale", "latency", "freshness", "pipeline", "memory")
 GIB = 2**30
 
 #: Full sizes (issue 14). ``--quick`` uses :data:`QUICK` (about 1%); ``--scale`` multiplies counts further.
@@ -36,6 +36,15 @@ FULL = {
         "trigger": "2 seconds",
         "timeout": 3600,
     },
+    "pipeline": {
+        "messages": 100_000,
+        "tables": 4,
+        "rate": 200,
+        "seconds": 60,
+        "trigger": "2 seconds",
+        "drain": 600,
+        "timeout": 3600,
+    },
 }
 QUICK = {
     "decode": {"messages": 2_000, "pool": 500, "repeat": 1},
@@ -52,9 +61,19 @@ QUICK = {
         "trigger": "2 seconds",
         "timeout": 900,
     },
+    "pipeline": {
+        "messages": 2_000,
+        "tables": 4,
+        "rate": 50,
+        "seconds": 20,
+        "trigger": "2 seconds",
+        "drain": 300,
+        "timeout": 900,
+    },
 }
 _SCALED = {("decode", "messages"), ("decode", "pool"), ("tables", "changes"), ("tables", "rows")}
 _SCALED |= {("apply", "changes"), ("apply", "rows"), ("latency", "rate"), ("run", "changes")}
+_SCALED |= {("pipeline", "messages"), ("pipeline", "rate")}
 
 
 def sizes_for(quick: bool, scale: float, table_counts: list[int] | None) -> dict:
@@ -184,6 +203,16 @@ def main(argv: list[str] | None = None) -> int:
             lambda: {
                 "sizes": sizes["freshness"],
                 **run_freshness(spark, work / "freshness", sizes["freshness"], checks),
+            },
+        )
+    if "pipeline" in only:
+        from bench.pipeline import run_pipeline_section
+
+        section(
+            "pipeline",
+            lambda: {
+                "sizes": sizes["pipeline"],
+                **run_pipeline_section(spark, work / "pipeline", sizes["pipeline"], checks),
             },
         )
     sampler.sample()

@@ -145,9 +145,15 @@ def _visible(spark, wh: Warehouse, topic: str) -> dict[int, tuple[list[int], lis
         .agg(F.min("ms").alias("ms"))
         .collect()
     )
+    return visibility((r["p"], r["o"], r["ms"]) for r in rows)
+
+
+def visibility(written) -> dict[int, tuple[list[int], list[int]]]:
+    """From (partition, offset, commit ms) of what was written: per partition, the offsets (sorted) and,
+    aligned, the earliest commit (ms) at or after each (a later offset visible covers an earlier one)."""
     per: dict[int, list[tuple[int, int]]] = {}
-    for r in rows:
-        per.setdefault(r["p"], []).append((r["o"], r["ms"]))
+    for p, o, ms in written:
+        per.setdefault(p, []).append((o, ms))
     out = {}
     for p, pairs in per.items():
         pairs.sort()
@@ -253,6 +259,38 @@ def start_continuous(spark, cfg, timeout: float) -> tuple[threading.Thread, list
     return runner, failure
 
 
+def last_offsets(delivered: list[tuple[int, int, int]]) -> dict[int, int]:
+    """Per partition, the newest offset of the delivered (partition, offset, ms)."""
+    last: dict[int, int] = {}
+    for p, o, _ts in delivered:
+        last[p] = max(o, last.get(p, -1))
+    return last
+
+
+def drain(spark, alive, caught_up, limit: float, every: float = 2.0) -> None:
+    """Wait until ``caught_up()`` (asked every ``every`` s) or ``limit`` s, while ``alive()``; then let the
+    triggers that are running (the batch that got there, its checks) end, 180 s at most."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit and alive():
+        time.sleep(every)
+        if caught_up():
+            break
+    idle_by = time.monotonic() + 180
+    while time.monotonic() < idle_by and any(q.status.get("isTriggerActive") for q in spark.streams.active):
+        time.sleep(1)
+
+
+def stop_continuous(spark, runner: threading.Thread, failure: list[BaseException]) -> dict[str, dict]:
+    """Stop the streams of a pipeline :func:`start_continuous` started; their batches (:func:`stage_batches`)."""
+    stages = stage_batches(spark.streams.active)
+    for q in spark.streams.active:
+        q.stop()
+    runner.join(timeout=300)
+    if failure:
+        raise RuntimeError(f"the pipeline failed during the latency run: {failure[0]}")
+    return stages
+
+
 def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
     from pipelines.testing.kafka_broker import LocalBroker
 
@@ -271,37 +309,15 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
         producer.start()
         producer.join()
         produced_at = time.monotonic()
-        last = {}
-        for p, o, _ts in producer.delivered:
-            last[p] = max(o, last.get(p, -1))
-        while time.monotonic() - produced_at < sizes["drain"] and runner.is_alive():
-            time.sleep(5)
-            if _caught_up(spark, wh, topic, last):
-                break
+        last = last_offsets(producer.delivered)
+        drain(spark, runner.is_alive, lambda: _caught_up(spark, wh, topic, last), sizes["drain"], every=5)
         drained = time.monotonic() - produced_at
-        idle_by = time.monotonic() + 180  # caught up; let the batch that got there finish its checks before stopping
-        while time.monotonic() < idle_by and any(q.status.get("isTriggerActive") for q in spark.streams.active):
-            time.sleep(1)
-        stages = stage_batches(spark.streams.active)
-        for q in spark.streams.active:
-            q.stop()
-        runner.join(timeout=300)
-        if failure:
-            raise RuntimeError(f"the pipeline failed during the latency run: {failure[0]}")
+        stages = stop_continuous(spark, runner, failure)
         visible = _visible(spark, wh, topic)
     finally:
         broker.stop()
-    latencies = []
-    missing = 0
-    for p, o, ts in producer.delivered:
-        offsets, first = visible.get(p, ([], []))
-        i = bisect.bisect_left(offsets, o)
-        if i == len(offsets):
-            missing += 1
-            latencies.append(math.inf)
-        else:
-            latencies.append((first[i] - ts) / 1000)
-    latencies.sort()
+    latencies = latencies_of(producer.delivered, visible)
+    missing = sum(1 for x in latencies if not math.isfinite(x))
     p50, p99 = _percentile(latencies, 0.50), _percentile(latencies, 0.99)
     achieved = len(producer.delivered) / producer.seconds if producer.seconds else None
     finite = [x for x in latencies if math.isfinite(x)]
@@ -349,6 +365,17 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
         "target": {"text": "p99 < 15 s at 2,000 msg/s", "max_seconds": 15.0, "rate": 2000},
         "verdict": "PASS" if math.isfinite(p99) and p99 < 15.0 else "FAIL",
     }
+
+
+def latencies_of(delivered: list[tuple[int, int, int]], visible: dict[int, tuple[list[int], list[int]]]) -> list[float]:
+    """Seconds from each delivered (partition, offset, produce ms) to the first commit that made it or a later
+    offset of its partition visible (``visible``: as :func:`_visible` returns it), sorted; never visible: inf."""
+    out = []
+    for p, o, ts in delivered:
+        offsets, first = visible.get(p, ([], []))
+        i = bisect.bisect_left(offsets, o)
+        out.append(math.inf if i == len(offsets) else (first[i] - ts) / 1000)
+    return sorted(out)
 
 
 def _round(x: float) -> float | None:

@@ -2,7 +2,7 @@
 
 Each bronze row goes through the decoder of its format (the same decoder object
 ``lakecdc decode`` uses) inside ``mapInArrow``, and comes out as rows of one of five
-kinds, written to five tables:
+kinds, written to five tables (and their counts to a sixth, ``batch_counts``):
 
 * ``changes``     one row per row change (INSERT, UPDATE, DELETE, SNAPSHOT, TRUNCATE)
 * ``heartbeats``  heartbeats and progress events (transaction markers, GTID, ...)
@@ -16,8 +16,10 @@ after decoding: nothing after silver sees them. Bronze keeps every message as it
 
 Reconciliation per message: every bronze row yields at least one silver row, and
 ``messages in = messages with changes + heartbeats + DDL + quarantined + skipped``.
-Each micro-batch is written with Delta's idempotent ``txnAppId``/``txnVersion``, so a
-batch retried after a crash is never appended twice.
+A micro-batch is decoded once (persisted), counted in one aggregate and appended with one commit per
+table it has rows for, each commit marked with the batch, so a batch retried after a crash is never
+appended twice (:func:`write_silver_batch`). Its counts and high-water marks go to ``batch_counts``
+(:mod:`pipelines.silver_counts`): reconciliation and freshness read those, not the history.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
-from pipelines.delta_writes import append_idempotent, quarantine_frame, run_id
+from pipelines.delta_writes import append_once, quarantine_frame, run_id
 from pipelines.errors import Outage
 from pipelines.formats import Change, DecodeContext, Reject, get_decoder
 from pipelines.formats.base import MAX_SEQ_DIGITS, ROW_OPS, Decoder, check_changes, message_budget
@@ -43,6 +46,7 @@ from pipelines.layout import (
     SKIPPED_COLUMNS,
 )
 from pipelines.selection import Selection
+from pipelines.silver_counts import count_rows, counts_frame, ensure_batch_counts, last_seen, reconcile
 from pipelines.spark_schema import arrow_schema_of
 from pipelines.warehouse import Warehouse
 
@@ -296,19 +300,33 @@ class SilverStats:
         return self.rows.get("skipped", 0)
 
 
+def batch_marker(app_id: str, table: str, batch_id: int) -> str:
+    """The ``userMetadata`` of silver's append of one batch to one table."""
+    return f"lakecdc:{app_id}-{table}:{batch_id}"
+
+
 def write_silver_batch(
-    spark: SparkSession, batch_df: DataFrame, batch_id: int, wh: Warehouse, app_id: str
+    spark: SparkSession, batch_df: DataFrame, batch_id: int, wh: Warehouse, app_id: str, check: bool = True
 ) -> dict[str, int]:
-    """Append one decoded micro-batch to the five tables, each write idempotent by (app_id, batch_id).
-    Returns the rows written per kind."""
+    """Append one decoded micro-batch to the silver tables it has rows for, and its counts and marks to
+    ``batch_counts`` (:mod:`pipelines.silver_counts`): the batch decoded once (persisted), counted in one
+    aggregate, one commit per table with rows. Returns the rows written per kind.
+
+    Each append carries a commit marker (:func:`~pipelines.delta_writes.append_once`); with ``check`` (a
+    batch an earlier run began and did not finish, :func:`may_be_retried`, or a direct call) it first looks
+    for the marker and skips a write an earlier attempt made. Open-source Delta checks a ``txnAppId`` stamp by
+    rebuilding the table's state (Spark jobs on every write); a marker costs a look only where a retry can be."""
     batch_df = batch_df.persist()
     try:
-        counts = {kind: 0 for _t, kind, _c in _OUTPUTS}
-        for row in batch_df.groupBy("kind").count().collect():
-            counts[row["kind"]] = row["count"]
+        per_source = count_rows(batch_df)
+        counts = {kind: sum(int(r[f"{kind}_rows"]) for r in per_source) for _t, kind, _c in _OUTPUTS}
         for table, kind, columns in _OUTPUTS:
-            frame = _shaped(batch_df.where(f"kind = '{kind}'"), table, columns)
-            append_idempotent(frame, wh.silver(table), f"{app_id}-{table}", batch_id)
+            if counts[kind]:
+                frame = _shaped(batch_df.where(f"kind = '{kind}'"), table, columns)
+                append_once(frame, wh.silver(table), batch_marker(app_id, table, batch_id), check)
+        if per_source:
+            frame = counts_frame(spark, app_id, batch_id, per_source)
+            append_once(frame, wh.silver("batch_counts"), batch_marker(app_id, "batch_counts", batch_id), check)
         log.info(
             "silver batch %d: %d changes, %d heartbeats, %d ddl, %d quarantined, %d skipped",
             batch_id,
@@ -324,7 +342,9 @@ def write_silver_batch(
 
 
 def ensure_silver(spark: SparkSession, wh: Warehouse) -> None:
-    """Create the silver tables that do not exist yet (``skipped`` too, in a warehouse older than it)."""
+    """Create the silver tables that do not exist yet (``skipped`` and ``batch_counts`` too, in a warehouse
+    older than them: ``batch_counts`` then starts with the counts of what silver holds)."""
+    ensure_batch_counts(spark, wh)
     empty = decode_frame_schema_only(spark)
     for table, _kind, columns in _OUTPUTS:
         if not wh.silver(table).exists(spark):
@@ -335,18 +355,42 @@ def decode_frame_schema_only(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], DECODED_DDL)
 
 
+def may_be_retried(checkpoint: str) -> Callable[[int], bool]:
+    """Whether a batch of the stream about to start from ``checkpoint`` may have been written before: only
+    the one an earlier run began and did not finish, the newest in the checkpoint's ``offsets`` log with no
+    entry in its ``commits`` log (Spark writes the first before a batch, the second after it). Where the
+    checkpoint cannot be listed, the stream's first batch, the one a restart runs again."""
+    root = Path(checkpoint)
+    try:
+        logs = [{int(p.name) for p in (root / d).iterdir() if p.name.isdigit()} if (root / d).is_dir() else set()
+                for d in ("offsets", "commits")]  # fmt: skip
+    except OSError:
+        first = [True]
+
+        def first_only(batch_id: int) -> bool:
+            was, first[0] = first[0], False
+            return was
+
+        return first_only
+    offsets, commits = logs
+    unfinished = max(offsets, default=None)
+    return lambda batch_id: unfinished is not None and unfinished not in commits and batch_id == unfinished
+
+
 def start_silver(
     spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, available_now: bool, stats: SilverStats | None = None
 ) -> StreamingQuery:
-    """Start the silver query: bronze → decoded rows → the five tables, checkpointed. ``stats``, when
-    given, adds up the rows of each kind the run writes (the run summary's skipped changes)."""
+    """Start the silver query: bronze → decoded rows → the silver tables, checkpointed. ``stats``, when
+    given, adds up the rows of each kind the run writes (the run summary's skipped changes). Only a batch
+    an earlier run began and did not finish (:func:`may_be_retried`) looks for its commit markers."""
     ensure_silver(spark, wh)
     checkpoint = wh.checkpoint("silver", "decode")
     app_id = f"lakecdc-silver-{run_id(checkpoint)}"
     decoded = decode_frame(wh.bronze.read_stream(spark), cfg)
+    retried = may_be_retried(checkpoint)
 
     def each_batch(df: DataFrame, batch_id: int) -> None:
-        counts = write_silver_batch(spark, df, batch_id, wh, app_id)
+        counts = write_silver_batch(spark, df, batch_id, wh, app_id, check=retried(batch_id))
         if stats is not None:
             stats.add(counts)
 
@@ -355,58 +399,6 @@ def start_silver(
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.processing_time)
     return writer.start()
-
-
-def last_seen(spark: SparkSession, wh: Warehouse) -> dict[str, tuple[float | None, float | None, float | None]]:
-    """source → (newest change event time, newest heartbeat event time, newest ingest time), epoch seconds:
-    one read of ``changes`` and ``heartbeats`` for all sources (``lakecdc status``, the freshness check)."""
-    from pyspark.sql import functions as F
-
-    frames = []
-    for table, kind in (("changes", "change"), ("heartbeats", "heartbeat")):
-        ref = wh.silver(table)
-        if ref.exists(spark):
-            frames.append(ref.read(spark).select("source", "event_time", "ingest_time").withColumn("k", F.lit(kind)))
-    if not frames:
-        return {}
-    both = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    seconds = {c: F.unix_micros(c) / 1e6 for c in ("event_time", "ingest_time")}
-    rows = (
-        both.groupBy("source")
-        .agg(
-            F.max(F.when(F.col("k") == "change", seconds["event_time"])).alias("change"),
-            F.max(F.when(F.col("k") == "heartbeat", seconds["event_time"])).alias("heartbeat"),
-            F.max(seconds["ingest_time"]).alias("ingest"),
-        )
-        .collect()
-    )
-    return {r["source"]: (r["change"], r["heartbeat"], r["ingest"]) for r in rows}
-
-
-#: The silver table of each count of :func:`reconcile` (quarantine: silver's own rows).
-RECONCILED = ("changes", "heartbeats", "ddl_log", "quarantine", "skipped")
-
-
-def reconcile(spark: SparkSession, wh: Warehouse) -> dict[str, int]:
-    """Messages in (bronze) vs messages accounted for in silver: per table, the messages with a row
-    there, and ``accounted``, the messages with a row anywhere (every one, when nothing is lost):
-    ``bronze_messages = changes + heartbeats + ddl_log + quarantine + skipped`` where each message is
-    of one kind."""
-    out = {"bronze_messages": wh.bronze.read(spark).count()}
-    positions = None
-    for name in RECONCILED:
-        ref = wh.silver(name)
-        if not ref.exists(spark):  # a warehouse silver has not run on since the table was added
-            out[name] = 0
-            continue
-        df = ref.read(spark)
-        if name == "quarantine":
-            df = df.where("stage = 'silver'")
-        df = df.select("bronze_position")
-        out[name] = df.distinct().count()
-        positions = df if positions is None else positions.union(df)
-    out["accounted"] = positions.distinct().count() if positions is not None else 0
-    return out
 
 
 __all__ = ["SilverStats", "decode_frame", "last_seen", "start_silver", "write_silver_batch", "reconcile", "seq_text"]

@@ -66,6 +66,7 @@ def test_a_schema_per_layer_and_a_target_schema(spark, tmp_path, capsys, layered
         "heartbeats",
         "ddl_log",
         "skipped",
+        "batch_counts",
         "dq_results",
     }
     gold = _tables(spark, schemas["gold"])
@@ -90,7 +91,8 @@ def test_a_schema_per_layer_and_a_target_schema(spark, tmp_path, capsys, layered
     assert main(["rebuild", "--conf", str(conf)]) == 1  # without --yes: only what it would drop
     would = {line.removeprefix("would drop ") for line in capsys.readouterr().out.splitlines() if "would" in line}
     silver = {
-        f"{CATALOG}.{schemas['silver']}.{t}" for t in ("changes", "quarantine", "heartbeats", "ddl_log", "skipped")
+        f"{CATALOG}.{schemas['silver']}.{t}"
+        for t in ("changes", "quarantine", "heartbeats", "ddl_log", "skipped", "batch_counts")
     }
     gold_tables = {f"{CATALOG}.{schemas['gold']}.{t}" for t in gold} | {
         f"{CATALOG}.{sales}.{t}" for t in _tables(spark, sales)

@@ -56,6 +56,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "pipelines.quality.*",
             "pipelines.bronze",
             "pipelines.silver",
+            "pipelines.silver_counts",
             "pipelines.mirror_names",
             "pipelines.preflight",
         ),
