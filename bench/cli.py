@@ -17,11 +17,12 @@ from pathlib import Path
 
 from bench.env import ROOT, MemorySampler, git_info, machine_info
 
-SECTIONS = ("decode", "tables", "run", "apply", "scale", "latency", "freshness", "pipeline", "memory")
+SECTIONS = ("decode", "tables", "run", "apply", "scale", "latency", "freshness", "pipeline", "new_tables", "memory")
 GIB = 2**30
 
 #: Full sizes (issue 14). ``--quick`` uses :data:`QUICK` (about 1%); ``--scale`` multiplies counts further.
 FULL = {
+    "new_tables": {"tables": 1_000, "rows_per_table": 2},
     "decode": {"messages": 200_000, "pool": 5_000, "repeat": 3},
     "tables": {"changes": 20_000, "rows": 20_000, "table_counts": [1, 50, 200]},
     "run": {"changes": 4_000, "table_counts": [1, 50, 200]},
@@ -47,6 +48,7 @@ FULL = {
     },
 }
 QUICK = {
+    "new_tables": {"tables": 20, "rows_per_table": 2},
     "decode": {"messages": 2_000, "pool": 500, "repeat": 1},
     "tables": {"changes": 10_000, "rows": 10_000, "table_counts": [1, 2]},
     "run": {"changes": 400, "table_counts": [1, 2]},
@@ -213,6 +215,16 @@ def main(argv: list[str] | None = None) -> int:
             lambda: {
                 "sizes": sizes["pipeline"],
                 **run_pipeline_section(spark, work / "pipeline", sizes["pipeline"], checks),
+            },
+        )
+    if "new_tables" in only:
+        from bench.gold_sections import run_new_tables
+
+        section(
+            "new_tables",
+            lambda: {
+                "sizes": sizes["new_tables"],
+                **run_new_tables(spark, work / "new_tables", sizes["new_tables"], checks),
             },
         )
     sampler.sample()

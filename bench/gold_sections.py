@@ -280,3 +280,38 @@ def _features(spark, work: Path) -> dict:
 
 def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
+
+
+def run_new_tables(spark, work: Path, sizes: dict, checks: bool) -> dict:
+    """One batch naming ``tables`` tables gold has never seen (``limits.new_mirrors_per_batch`` raised to let it
+    make them all): seconds per new mirror, and the batch's cost by step (issue 35: a stream naming thousands of
+    new tables must not hold gold for an hour without a word; the limit, default 100, bounds one batch)."""
+    tables = sizes["tables"]
+    shutil.rmtree(work, ignore_errors=True)
+    cfg = bench_config(work / "warehouse", checks, limits={"new_mirrors_per_batch": tables})
+    wh = Warehouse.from_config(cfg)
+    _say(f"new_tables: one batch of {tables} new tables ...")
+    append_changes(spark, wh, changes_frame(spark, tables * sizes["rows_per_table"], tables=tables, seq_base=10**15))
+    gold = run_gold(spark, cfg)
+    shutil.rmtree(work, ignore_errors=True)
+    per_table = gold.batch_seconds / tables
+    _say(f"new_tables: {tables} mirrors in {gold.batch_seconds:.1f} s, {per_table:.2f} s each")
+    case = {"tables": tables, "gold_seconds": round(gold.batch_seconds, 2), "gold_batches": gold.batches,
+            "gold_jobs": gold.jobs, "gold_steps": gold.stats.get("steps", {}), "gold_stats": gold.stats}  # fmt: skip
+    return {
+        "cases": [case],
+        "figures": [
+            {
+                "name": f"one batch of {tables} new tables",
+                "value": round(per_table, 3),
+                "unit": "s/new mirror",
+                "compare_name": "default limit x seconds per mirror",
+                "compare_value": round(per_table * 100, 1),
+                "ratio": None,
+                "ratio_meaning": "seconds one batch spends making limits.new_mirrors_per_batch (100) mirrors",
+            }
+        ],
+        "ratio": None,
+        "target": {"text": "shown, not a target: seconds per new mirror (limits.new_mirrors_per_batch bounds a batch)"},
+        "verdict": "PASS" if gold.stats.get("tables") == tables else "FAIL",
+    }
