@@ -51,6 +51,7 @@ def _land(root, n: int) -> None:
             f.rename(landing / f"{n}-{f.name}")
 
 
+@pytest.mark.long  # about 6 minutes (OPTIMIZE and VACUUM of every table, three times over): make test-all
 def test_maintain_compacts_state_and_keeps_every_mirror(spark, warehouse, capsys):
     conf, cfg, wh = warehouse
     state = GoldState(wh)
