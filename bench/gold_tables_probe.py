@@ -20,6 +20,7 @@ from pathlib import Path
 from pipelines.config import parse_config
 from pipelines.export import export_warehouse
 from pipelines.gold.stage import apply_gold_batch
+from pipelines.gold.steps import spark_jobs
 from pipelines.silver import decode_frame, ensure_silver
 from pipelines.spark import get_spark
 from pipelines.testing.simulator import compare, deliver, generate_history
@@ -27,8 +28,8 @@ from pipelines.warehouse import Warehouse
 
 
 def _jobs(spark) -> int:
-    """Jobs submitted so far in this SparkContext (the DAG scheduler's next job id)."""
-    return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
+    """Jobs submitted so far in this SparkContext (:func:`pipelines.gold.steps.spark_jobs`)."""
+    return spark_jobs(spark) or 0
 
 
 #: The steps whose Spark jobs ``--profile`` counts: (module, function), the label is the function.

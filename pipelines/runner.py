@@ -111,6 +111,7 @@ def run_pipeline(
                 gold_stats.add(flushed)
                 progress(f"gold: stopping, {len(flushed.written)} mirrors with waiting changes merged")
         summary.stages = ordered
+    gold_stream.close()  # its kept threads and their sessions: the run's streams are over
     summary.skipped = silver_stats.skipped
     summary.applied, summary.stale, summary.gold_quarantined = (
         gold_stats.applied,

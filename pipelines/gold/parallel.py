@@ -145,7 +145,7 @@ def apply_all(
     inherited = {k: sc.getLocalProperty(k) for k in _INHERITED_PROPERTIES}
     stop = threading.Event()
     done = itertools.count(1)
-    own = workers is None or workers.parallelism != parallelism
+    own = workers is None
     pool = Workers(min(parallelism, len(names))) if own else workers
 
     def run(name: str) -> T | _Skipped:
