@@ -255,17 +255,105 @@ def naive_batch(spark, batch_df, root: Path) -> None:
         typed.unpersist()
 
 
+# ---------------------------------------------------------------- the AUTO CDC shape (Spark's SCD type 1 batch)
+
+#: The AUTO CDC-shaped mirrors' columns: the naive ones and the sequence each row was written at.
+AUTOCDC_DDL = NAIVE_DDL + ", _seq STRING"
+#: ... and their tombstones: a deleted key and the sequence of its DELETE.
+TOMBSTONE_DDL = "id BIGINT, _seq STRING"
+
+
+def autocdc_tables(spark, root: Path, rows: int, tables: int) -> None:
+    """The AUTO CDC-shaped mirrors' initial rows (the naive ones, each with its sequence) and their empty
+    tombstone tables."""
+    initial = _typed(changes_frame(spark, rows, tables=tables, seq_base=SETUP_SEQ))
+    for t in range(tables):
+        name = table_name(t)
+        mirror = initial.where(f"table = '{name}'").drop("table", "deleted").withColumnRenamed("seq", "_seq")
+        mirror.write.format("delta").mode("overwrite").save(str(root / name))
+        spark.createDataFrame([], TOMBSTONE_DDL).write.format("delta").mode("overwrite").save(
+            str(root / f"{name}__tombstones")
+        )
+
+
+def autocdc_batch(spark, batch_df, root: Path) -> None:
+    """One batch as Apache Spark's AUTO CDC applies SCD type 1 (``sql/pipelines``, ``Scd1BatchProcessor``),
+    one table at a time: the latest change per key (``max_by`` its sequence), changes older than the key's
+    tombstone dropped (a left-anti join against the tombstones, read by broadcast), one MERGE into the mirror
+    whose clauses compare sequences with the row's ``_seq``, one MERGE into the tombstones. What gold
+    adds to it (quarantine, checks, schema, progress, idempotent commits) is not here."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    cols = ["name", "amount", "qty", "updated_at", "note"]
+    typed = _typed(batch_df).persist()
+    try:
+        latest = (
+            typed.groupBy("table", "id")
+            .agg(F.max_by(F.struct("seq", "deleted", *cols), "seq").alias("l"))
+            .select("table", "id", "l.*")
+        )
+        names = [r["table"] for r in typed.select("table").distinct().collect()]
+        for name in sorted(names):
+            tombstones = spark.read.format("delta").load(str(root / f"{name}__tombstones"))
+            changes = latest.where(F.col("table") == name).drop("table").alias("c")
+            changes = changes.join(
+                F.broadcast(tombstones).alias("d"),
+                (F.col("c.id") == F.col("d.id")) & (F.col("c.seq") <= F.col("d._seq")),
+                "left_anti",
+            )
+            # the mirror first: both MERGEs read the tombstones as they were before the batch
+            (
+                DeltaTable.forPath(spark, str(root / name))
+                .alias("t")
+                .merge(changes.alias("s"), "t.id = s.id")
+                .whenMatchedDelete(condition="s.deleted AND s.seq > t._seq")
+                .whenMatchedUpdate(
+                    condition="NOT s.deleted AND s.seq >= t._seq", set={**{c: f"s.{c}" for c in cols}, "_seq": "s.seq"}
+                )
+                .whenNotMatchedInsert(
+                    condition="NOT s.deleted", values={**{c: f"s.{c}" for c in ["id", *cols]}, "_seq": "s.seq"}
+                )
+                .execute()
+            )
+            (
+                DeltaTable.forPath(spark, str(root / f"{name}__tombstones"))
+                .alias("d")
+                .merge(changes.alias("s"), "d.id = s.id")
+                .whenMatchedUpdate(condition="s.deleted", set={"_seq": "s.seq"})
+                .whenMatchedDelete(condition="NOT s.deleted")
+                .whenNotMatchedInsert(condition="s.deleted", values={"id": "s.id", "_seq": "s.seq"})
+                .execute()
+            )
+    finally:
+        typed.unpersist()
+
+
+def run_autocdc(spark, wh: Warehouse, root: Path, starting_version: int, checkpoint: Path) -> StreamRun:
+    """The AUTO CDC-shaped stream over silver ``changes`` from ``starting_version``, until caught up."""
+    return _run_foreach(
+        spark, wh, starting_version, checkpoint, "bench_autocdc", lambda df: autocdc_batch(spark, df, root)
+    )
+
+
 def run_naive(spark, wh: Warehouse, root: Path, starting_version: int, checkpoint: Path) -> StreamRun:
     """The naive stream over silver ``changes`` from ``starting_version``, until caught up."""
+    return _run_foreach(
+        spark, wh, starting_version, checkpoint, "bench_naive_merge", lambda df: naive_batch(spark, df, root)
+    )
+
+
+def _run_foreach(spark, wh: Warehouse, starting_version: int, checkpoint: Path, name: str, each) -> StreamRun:
+    """A ``foreachBatch`` stream over silver ``changes`` from ``starting_version`` running ``each``, until caught up."""
     shutil.rmtree(checkpoint, ignore_errors=True)
     jobs0 = _jobs(spark)
     began = time.perf_counter()
     query = (
         wh.silver("changes")
         .read_stream(spark, startingVersion=str(starting_version))
-        .writeStream.queryName("bench_naive_merge")
+        .writeStream.queryName(name)
         .option("checkpointLocation", str(checkpoint))
-        .foreachBatch(lambda df, _batch_id: naive_batch(spark, df, root))
+        .foreachBatch(lambda df, _batch_id: each(df))
         .trigger(availableNow=True)
         .start()
     )

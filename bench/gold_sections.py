@@ -13,10 +13,12 @@ from pathlib import Path
 
 from bench.changes import (
     append_changes,
+    autocdc_tables,
     bench_config,
     changes_frame,
     mirror_features,
     naive_tables,
+    run_autocdc,
     run_gold,
     run_naive,
 )
@@ -59,6 +61,9 @@ def gold_case(
     naive_root = work / "naive"
     naive_tables(spark, naive_root, rows, tables)
     naive = run_naive(spark, wh, naive_root, version, work / "naive_checkpoint")
+    autocdc_root = work / "autocdc"
+    autocdc_tables(spark, autocdc_root, rows, tables)
+    autocdc = run_autocdc(spark, wh, autocdc_root, version, work / "autocdc_checkpoint")
     out = {
         "rows": rows,
         "changes": changes,
@@ -74,6 +79,8 @@ def gold_case(
         "naive_seconds": round(naive.batch_seconds, 2),
         "naive_wall_seconds": round(naive.wall, 2),
         "naive_jobs": naive.jobs,
+        "autocdc_seconds": round(autocdc.batch_seconds, 2),
+        "autocdc_jobs": autocdc.jobs,
         "features": _features(spark, work),
     }
     shutil.rmtree(work, ignore_errors=True)
@@ -153,6 +160,8 @@ def run_tables(spark, work: Path, sizes: dict, checks: bool) -> dict:
     limits.append((figures[-1], SMALL_BATCH_TARGET))
     missed = [f["name"] for f, limit in limits if f["ratio"] is None or f["ratio"] > limit]
     worst = max((f["ratio"] for f, _ in limits if f["ratio"] is not None), default=None)
+    figures += [_autocdc_figure(c, f"{c['tables']} table(s)") for c in cases]
+    figures.append(_autocdc_figure(small, f"one batch of {small_changes} changes"))
     return {
         "cases": cases,
         "small_case": small,
@@ -165,6 +174,21 @@ def run_tables(spark, work: Path, sizes: dict, checks: bool) -> dict:
             "missed": missed,
         },
         "verdict": _verdict(not missed),
+    }
+
+
+def _autocdc_figure(case: dict, what: str) -> dict:
+    """The AUTO CDC shape's seconds for a case beside the naive MERGE's: what the anchor design costs by itself
+    (:func:`bench.changes.autocdc_batch`: two MERGEs a table, no checks), so gold's ratio reads against it."""
+    seconds, naive = case.get("autocdc_seconds"), case["naive_seconds"]
+    return {
+        "name": f"Spark AUTO CDC shape (tombstones + mirror MERGE), {what}",
+        "value": seconds,
+        "unit": "s/batch",
+        "compare_name": "naive MERGE per table",
+        "compare_value": naive,
+        "ratio": round(seconds / naive, 2) if seconds and naive else None,
+        "ratio_meaning": "AUTO CDC shape / naive seconds",
     }
 
 

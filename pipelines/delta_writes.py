@@ -124,13 +124,15 @@ def checkpointed_merge_settings(spark: SparkSession, target: TableRef) -> dict[s
 
 
 def table_size_bytes(spark: SparkSession, ref: TableRef) -> int | None:
-    """The table's size in bytes as the snapshot last read knows it (Delta's version checksum: no Spark
-    job); None where this Delta does not say (another runtime's internals, or Spark Connect, whose
-    DeltaTable has no JVM object): deletion vectors, then."""
+    """The table's size in bytes from the version checksum of the snapshot last read (no Spark job); None
+    where there is none (``Snapshot.sizeInBytes`` would then replay the log in a job of its own, about half
+    a second a MERGE), or where this Delta does not say (another runtime's internals, or Spark Connect,
+    whose DeltaTable has no JVM object): deletion vectors, then."""
     if is_connect(spark):
         return None
     try:
-        return int(ref.delta(spark)._jdt.deltaLog().unsafeVolatileSnapshot().sizeInBytes())
+        checksum = ref.delta(spark)._jdt.deltaLog().unsafeVolatileSnapshot().checksumOpt()
+        return int(checksum.get().tableSizeBytes()) if checksum.isDefined() else None
     except Exception as exc:  # noqa: BLE001 - a size only picks the cheaper write; never fail a MERGE over it
         log.debug("the size of %s is unknown: %s", ref, exc)
         return None

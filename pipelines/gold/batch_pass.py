@@ -298,11 +298,8 @@ class BatchPass:
                     self.batch_id,
                 )
             self.results += quality.results
-            if quality.dropped is not None and quality.dropped_count:
+            if quality.dropped is not None and quality.dropped_count:  # quality's own warning names them
                 dropped.append(quality.dropped)
-                log.warning(
-                    "gold: %s: %d changes quarantined by expectations", plan.ident.mirror_name, quality.dropped_count
-                )
         if not dropped:
             return checked
         drops = dropped[0]
