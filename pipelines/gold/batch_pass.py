@@ -153,7 +153,8 @@ class BatchPass:
         with ExitStack() as settings:
             settings.enter_context(batch_settings(sessions, self.settings))
             with self.clock.step("plan"):
-                self.state.ensure(spark)
+                if self.stream.pending is None:  # the stream's first batch: from here on the state tables exist
+                    self.state.ensure(spark)
                 self.stream.load(spark, self.state, before=self.state_batch)
                 if self.stream.later_waiting:  # new tables' changes an earlier batch left for this one
                     self.later_read = self.stream.later_round
