@@ -10,13 +10,7 @@ from pipelines.testing.model import MirrorModel
 from tests.spark.test_gold_semantics import Gold, change
 
 WIDE = {"id": "bigint", "d": "decimal(30,20)", "u": "bigint unsigned", "t": "datetime(6)", "b": "varchar(16)"}
-ROW1 = {
-    "id": "1",
-    "d": "9.99999999999999909326",
-    "u": "18446744073709551615",
-    "t": "2024-02-29T23:59:59.123456",
-    "b": "x",
-}
+ROW1 = {"id": "1", "d": "9.99999999999999909326", "u": "18446744073709551615", "t": "2024-02-29T23:59:59.123456", "b": "x"}
 ROW1_NEW = {**ROW1, "d": "1.10000000000000000000", "b": None}
 ROW2 = {"id": "2", "d": "-0.00000000000000000001", "u": "0", "t": "1970-01-01T00:00:00", "b": "é"}
 
