@@ -1,6 +1,6 @@
 """What an analyst chooses in the file, checked: the tables kept (``include`` / ``exclude``), a table's
 columns (``columns_include`` / ``columns_exclude``), the columns its history tracks, its clustering
-columns, ``ignore_null_updates``, ``type_mapping`` and ``gold.naming``.
+columns, ``ignore_null_updates`` and ``gold.naming``.
 
 Each check takes the validator (:class:`~pipelines.config.checker.Checker`), records every error
 with the file and the field, and returns what the model keeps.
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.config.checker import Checker
 from pipelines.config.fields import HISTORY, NAMING
-from pipelines.config.model import MAX_CLUSTER_COLUMNS, TYPE_MAPPINGS
+from pipelines.config.model import MAX_CLUSTER_COLUMNS
 from pipelines.names import DEFAULT_NAMING_TEMPLATE, MirrorNaming, naming_errors
 from pipelines.selection import TableFilter, skipped_everywhere
 
@@ -129,17 +129,7 @@ def table_choices(
                 v.fail(f"{where}.cluster_by[{i}]", f"column {c!r} is left out of the mirror ({field.rsplit('.')[-1]})")
         out["cluster_by"] = cluster
     out["ignore_null_updates"] = optional_boolean(v, t, "ignore_null_updates", where)
-    out["type_mapping"] = type_mappings(v, t["type_mapping"], f"{where}.type_mapping") if "type_mapping" in t else None
     return out
-
-
-def type_mappings(v: Checker, raw: Any, where: str) -> tuple[str, ...]:
-    """``type_mapping``: a list of :data:`~pipelines.values.types.TYPE_MAPPINGS` (or one of them as text)."""
-    chosen = names(v, raw, where, "a type mapping")
-    for i, name in enumerate(chosen):
-        if name not in TYPE_MAPPINGS:
-            v.fail(f"{where}[{i}]", f"unknown type mapping {name!r:.80}; known: {', '.join(TYPE_MAPPINGS)}")
-    return tuple(dict.fromkeys(chosen))
 
 
 def _history(v: Checker, raw: Any, where: str, key: Sequence[str], columns: Mapping[str, str], dropped) -> dict:

@@ -25,7 +25,6 @@ from pipelines.config.model import (
     MAX_GOLD_PARALLELISM,
     SCHEMA_POLICIES,
     TABLE_FEATURES,
-    TYPE_MAPPINGS,
 )
 from pipelines.formats.base import (
     DEFAULT_MAX_DEPTH,
@@ -59,7 +58,6 @@ class Section:
 
 
 _SCHEMA_POLICY_TYPE = " | ".join(SCHEMA_POLICIES)
-_TYPE_MAPPING_TYPE = "list of " + " | ".join(TYPE_MAPPINGS)
 _INVALID_VALUE_TYPE = " | ".join(INVALID_VALUE_POLICIES)
 _LIMIT_TYPE = "positive integer"
 _TABLE_PATTERNS = "list of table names or glob patterns (`db.table`, `shop.*`)"
@@ -152,13 +150,6 @@ TOP_LEVEL = Section(
             _TABLE_PATTERNS,
             "[]",
             "Source tables skipped, of every source: counted in `silver.skipped`, never in a mirror or quarantine.",
-        ),
-        Field(
-            "type_mapping",
-            _TYPE_MAPPING_TYPE,
-            "[]",
-            "Trade exact column types for a schema that never breaks (docs/type-mapping.md); a source's or a "
-            "table's own list wins.",
         ),
     ),
 )
@@ -293,12 +284,6 @@ SOURCE = Section(
             "false",
             "A NULL in this source's UPDATE images means the column did not change (a table's own setting wins).",
         ),
-        Field(
-            "type_mapping",
-            _TYPE_MAPPING_TYPE,
-            "(the top-level `type_mapping`)",
-            "The type mappings of this source's tables (a table's own list wins; docs/type-mapping.md).",
-        ),
     ),
 )
 
@@ -390,12 +375,6 @@ TABLE = Section(
             "true | false",
             "(the source's `ignore_null_updates`)",
             "A NULL in an UPDATE image means the column did not change (sources that send NULL for unchanged).",
-        ),
-        Field(
-            "type_mapping",
-            _TYPE_MAPPING_TYPE,
-            "(the source's, else the top-level `type_mapping`)",
-            "The type mappings of this table's mirror (docs/type-mapping.md).",
         ),
         Field(
             "schema_changes",

@@ -47,9 +47,6 @@ MAX_GOLD_PARALLELISM = 64
 #: (documents as their exact JSON text), for readers that lack them (docs/readers.md).
 TABLE_FEATURES = ("full", "compatible")
 DEFAULT_TABLE_FEATURES = "full"
-#: ``type_mapping`` (Paimon's ``--type_mapping`` names): exact types traded for a schema that never breaks
-#: (pipelines.gold.type_mapping, docs/type-mapping.md).
-TYPE_MAPPINGS = ("to-string", "tinyint1-not-bool", "char-to-string", "bigint-unsigned-to-bigint")
 #: Delta liquid clustering takes at most this many columns (``tables.<name>.cluster_by``).
 MAX_CLUSTER_COLUMNS = 4
 
@@ -80,7 +77,6 @@ class Source:
     include: tuple[str, ...] = ()  # table names or glob patterns this source keeps (empty: every table)
     exclude: tuple[str, ...] = ()  # ... and skips (pipelines.selection)
     ignore_null_updates: bool | None = None  # NULL in an UPDATE means "unchanged"; None: not set here
-    type_mapping: tuple[str, ...] | None = None  # pipelines.values.types.TYPE_MAPPINGS; None: the top level's
 
 
 @dataclass(frozen=True)
@@ -105,7 +101,6 @@ class TableConfig:
     history_except_columns: tuple[str, ...] = ()  # ``history: {except_columns: [...]}``: changes ignored
     ignore_null_updates: bool | None = None  # None: the source's setting, else false
     cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns of the mirror (none by default)
-    type_mapping: tuple[str, ...] | None = None  # None: the source's, else the top level's
 
     @property
     def decode_columns(self) -> Mapping[str, str]:
@@ -152,7 +147,6 @@ class PipelineConfig:
     gold_table_features: str = DEFAULT_TABLE_FEATURES  # gold.table_features: what a new mirror enables
     include: tuple[str, ...] = ()  # table names or glob patterns every source keeps (empty: every table)
     exclude: tuple[str, ...] = ()  # ... and skips (pipelines.selection)
-    type_mapping: tuple[str, ...] = ()  # every table's, unless its source or its entry says otherwise
     origin: str = "<config>"
 
     def decode_context(self, format_id: str | None = None) -> DecodeContext:
@@ -183,22 +177,6 @@ class PipelineConfig:
         if tc is not None and tc.ignore_null_updates is not None:
             return tc.ignore_null_updates
         return bool(next((s.ignore_null_updates for s in self.sources if s.name == source), None))
-
-    def type_mapping_for(self, source: str | None, source_table: str) -> tuple[str, ...]:
-        """``type_mapping`` of a source table's changes from ``source``: its table's, else its source's, else
-        the top level's."""
-        tc = self.table_for(source_table)
-        if tc is not None and tc.type_mapping is not None:
-            return tc.type_mapping
-        own = next((s.type_mapping for s in self.sources if s.name == source), None)
-        return self.type_mapping if own is None else own
-
-    @property
-    def maps_types(self) -> bool:
-        """Some ``type_mapping`` is set (at the top level, on a source or on a table)."""
-        return bool(self.type_mapping) or any(
-            x.type_mapping for x in (*self.sources, *self.tables.values()) if x.type_mapping is not None
-        )
 
     def selection(self) -> Selection | None:
         """The tables and columns this configuration keeps (:class:`~pipelines.selection.Selection`); None when

@@ -162,7 +162,6 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         gold_table_features=gold_table_features,
         include=include,
         exclude=exclude,
-        type_mapping=choices.type_mappings(v, root["type_mapping"], "type_mapping") if "type_mapping" in root else (),
         origin=origin,
     )
     for where, message in location_errors(config):
@@ -248,9 +247,6 @@ class _Validator(Checker):
             include=include,
             exclude=exclude,
             ignore_null_updates=choices.optional_boolean(self, s, "ignore_null_updates", where),
-            type_mapping=choices.type_mappings(self, s["type_mapping"], f"{where}.type_mapping")
-            if "type_mapping" in s
-            else None,
         )
 
     def rule(self, parser: Any, *args: Any) -> Any:

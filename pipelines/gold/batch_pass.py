@@ -37,7 +37,6 @@ from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch, so
 from pipelines.gold.settings import GOLD_SESSION_CONF, SMALL_BATCH, batch_settings, small_batch_conf
 from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
 from pipelines.gold.steps import StepClock
-from pipelines.gold.type_mapping import with_mapped_types
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import change_check_rows
@@ -167,14 +166,7 @@ class BatchPass:
             batch = cached = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
             try:
                 with self.clock.step("plan"):
-                    profiles = profile_batch(batch)
-                    mapped = with_mapped_types(batch, self.cfg, profiles) if self.cfg.maps_types else None
-                    if mapped is not None:  # type_mapping: the batch as its mapped types state it
-                        batch = mapped.persist()
-                        cached.unpersist()
-                        cached = batch
-                        profiles = profile_batch(batch)
-                    self.plans = self._plan(self._bounded(profiles))
+                    self.plans = self._plan(self._bounded(profile_batch(batch)))
                     self.lookups = _lookups(self.plans)
                 if self.later:
                     held = F.col(SOURCE_TABLE).isin(self.later)

@@ -22,7 +22,6 @@ from pipelines.gold.profile import TableProfile
 from pipelines.gold.schema import MirrorShape, shape_mirror
 from pipelines.gold.state import KEY_STATE_PROPERTY, state_since
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
-from pipelines.gold.type_mapping import configured_types
 from pipelines.mirror_columns import mirror_schema, table_properties
 from pipelines.mirror_key import KEY_PROPERTY, key_of
 from pipelines.warehouse import Warehouse, mirror_parts
@@ -197,7 +196,7 @@ def _plan_table(
         ident,
         props,
         plan.key,
-        configured_types(cfg, tc, profile),
+        dict(tc.columns) if tc else {},
         profile.columns,
         profile.shapes,
         profile.schemaless,

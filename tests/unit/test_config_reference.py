@@ -126,7 +126,6 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("", "gold"): None,
     ("", "include"): lambda c: c.include,
     ("", "exclude"): lambda c: c.exclude,
-    ("", "type_mapping"): lambda c: c.type_mapping,
     ("gold", "naming"): None,
     ("gold.naming", "template"): lambda c: c.gold_naming.template,
     ("gold", "parallelism"): lambda c: c.gold_parallelism,
