@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.config.checker import Checker
 from pipelines.config.fields import HISTORY, NAMING
-from pipelines.config.model import MAX_CLUSTER_COLUMNS
+from pipelines.config.model import DELETE_MODES, MAX_CLUSTER_COLUMNS
 from pipelines.names import DEFAULT_NAMING_TEMPLATE, MirrorNaming, naming_errors
 from pipelines.selection import TableFilter, skipped_everywhere
 
@@ -129,6 +129,24 @@ def table_choices(
                 v.fail(f"{where}.cluster_by[{i}]", f"column {c!r} is left out of the mirror ({field.rsplit('.')[-1]})")
         out["cluster_by"] = cluster
     out["ignore_null_updates"] = optional_boolean(v, t, "ignore_null_updates", where)
+    out.update(row_options(v, t, where))
+    return out
+
+
+def row_options(v: Checker, t: Mapping, where: str) -> dict[str, Any]:
+    """``deletes`` (hard | soft) and ``where`` (a non-empty Spark SQL boolean; gold parses it and checks
+    its columns against the mirror's at start, pipelines.gold.where)."""
+    out: dict[str, Any] = {}
+    if t.get("deletes") is not None:
+        if t["deletes"] not in DELETE_MODES:
+            v.fail(f"{where}.deletes", f"must be one of {', '.join(DELETE_MODES)}, got {t['deletes']!r:.80}")
+        else:
+            out["deletes"] = t["deletes"]
+    if t.get("where") is not None:
+        if not isinstance(t["where"], str) or not t["where"].strip():
+            v.fail(f"{where}.where", f"must be a Spark SQL boolean expression, got {t['where']!r:.80}")
+        else:
+            out["where"] = t["where"].strip()
     return out
 
 

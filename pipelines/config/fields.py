@@ -20,6 +20,7 @@ from pipelines.config.model import (
     DEFAULT_NEW_MIRRORS_PER_BATCH,
     DEFAULT_SCHEMA_POLICY,
     DEFAULT_TABLE_FEATURES,
+    DELETE_MODES,
     INVALID_VALUE_POLICIES,
     MAX_CLUSTER_COLUMNS,
     MAX_GOLD_PARALLELISM,
@@ -369,6 +370,20 @@ TABLE = Section(
             f"list of at most {MAX_CLUSTER_COLUMNS} column names",
             "[]",
             "Delta liquid clustering columns of the mirror (none: not clustered).",
+        ),
+        Field(
+            "deletes",
+            " | ".join(DELETE_MODES),
+            "hard",
+            "soft: a DELETE keeps the row with `_deleted` true and `_deleted_at` its event time, a TRUNCATE marks "
+            "every row, a later INSERT revives it; needs a key (docs/row-options.md).",
+        ),
+        Field(
+            "where",
+            "string (a Spark SQL boolean over the row's columns)",
+            "null",
+            "Only rows that match are in the mirror: other changes are counted `skipped`, an UPDATE that leaves "
+            "the filter deletes the row, one that enters it inserts it (docs/row-options.md).",
         ),
         Field(
             "ignore_null_updates",

@@ -47,6 +47,8 @@ MAX_GOLD_PARALLELISM = 64
 #: (documents as their exact JSON text), for readers that lack them (docs/readers.md).
 TABLE_FEATURES = ("full", "compatible")
 DEFAULT_TABLE_FEATURES = "full"
+#: What a DELETE does to the mirror's row (``tables.<name>.deletes``): remove it, or mark it deleted.
+DELETE_MODES = ("hard", "soft")
 #: Delta liquid clustering takes at most this many columns (``tables.<name>.cluster_by``).
 MAX_CLUSTER_COLUMNS = 4
 
@@ -101,6 +103,8 @@ class TableConfig:
     history_except_columns: tuple[str, ...] = ()  # ``history: {except_columns: [...]}``: changes ignored
     ignore_null_updates: bool | None = None  # None: the source's setting, else false
     cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns of the mirror (none by default)
+    deletes: str = "hard"  # hard | soft: a DELETE keeps the row, _deleted = true (pipelines.gold.soft)
+    where: str | None = None  # Spark SQL over the row's columns: rows that do not match stay out (gold.where)
 
     @property
     def decode_columns(self) -> Mapping[str, str]:

@@ -20,6 +20,7 @@ from pipelines.config import PipelineConfig, TableConfig
 from pipelines.gold.identity import MirrorIdentity, identity_conflict
 from pipelines.gold.profile import TableProfile
 from pipelines.gold.schema import MirrorShape, shape_mirror
+from pipelines.gold.soft import ensure_soft_columns, is_soft, keyless_refusal
 from pipelines.gold.state import KEY_STATE_PROPERTY, state_since
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
 from pipelines.mirror_columns import mirror_schema, table_properties
@@ -191,6 +192,9 @@ def _plan_table(
     if plan.conflict:
         return plan
     plan.key = resolve_key(props, profile, tc)
+    if is_soft(tc) and not plan.key:
+        plan.conflict = keyless_refusal(ident.source_table)
+        return plan
     plan.shape = shape_mirror(
         spark,
         ident,
@@ -208,6 +212,8 @@ def _plan_table(
         cluster_by=tc.cluster_by if tc else (),
     )
     plan.since = batch_id if props is None else state_since(props)
+    if is_soft(tc) and ensure_soft_columns(spark, ident, meta.schema if meta and not plan.shape.altered else None):
+        plan.shape.altered = True
     if props is None or plan.shape.altered:
         cache.forget(ident.ref)  # later source tables of this batch see a new mirror, and its identity
         plan.created = props is None

