@@ -37,6 +37,7 @@ from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch, so
 from pipelines.gold.settings import GOLD_SESSION_CONF, SMALL_BATCH, batch_settings, small_batch_conf
 from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
 from pipelines.gold.steps import StepClock
+from pipelines.gold.where import count_skipped, filtered
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import change_check_rows
@@ -229,7 +230,9 @@ class BatchPass:
 
         checks = self.cfg.quality_checks
         self.checked = self._batch_expectations(check_changes(batch, self.plans, self.lookups)).persist()
-        good = self.checked.where("reason IS NULL")
+        good, skipped = filtered(self.checked.where("reason IS NULL"), self.plans)  # tables.<name>.where
+        if skipped is not None:
+            self.stats.skipped += count_skipped(skipped)
         keyed = keyed_changes(good, self.lookups)
         wanted = keyed.select(F.col(MIRROR).alias("mirror"), "k").distinct()
         small = sum(p.profile.changes for p in self.plans.values()) <= BROADCAST_CHANGES

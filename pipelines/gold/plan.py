@@ -23,6 +23,7 @@ from pipelines.gold.schema import MirrorShape, shape_mirror
 from pipelines.gold.soft import ensure_soft_columns, is_soft, keyless_refusal
 from pipelines.gold.state import KEY_STATE_PROPERTY, state_since
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
+from pipelines.gold.where import where_problem
 from pipelines.mirror_columns import mirror_schema, table_properties
 from pipelines.mirror_key import KEY_PROPERTY, key_of
 from pipelines.warehouse import Warehouse, mirror_parts
@@ -192,8 +193,8 @@ def _plan_table(
     if plan.conflict:
         return plan
     plan.key = resolve_key(props, profile, tc)
-    if is_soft(tc) and not plan.key:
-        plan.conflict = keyless_refusal(ident.source_table)
+    if (is_soft(tc) or (tc and tc.where)) and not plan.key:
+        plan.conflict = keyless_refusal(ident.source_table, "deletes: soft" if is_soft(tc) else "where")
         return plan
     plan.shape = shape_mirror(
         spark,
@@ -212,6 +213,10 @@ def _plan_table(
         cluster_by=tc.cluster_by if tc else (),
     )
     plan.since = batch_id if props is None else state_since(props)
+    problem = where_problem(spark, ident.source_table, tc.where, plan.shape.columns) if tc and tc.where else None
+    if problem:  # the mirror exists; the table's changes go to quarantine with why
+        plan.conflict, plan.shape = problem, None
+        return plan
     if is_soft(tc) and ensure_soft_columns(spark, ident, meta.schema if meta and not plan.shape.altered else None):
         plan.shape.altered = True
     if props is None or plan.shape.altered:

@@ -45,11 +45,11 @@ def soft_mirrors(plans: Iterable) -> set[str]:
     return {p.mirror for p in plans if p.keyed and is_soft(p.tc)}
 
 
-def keyless_refusal(source_table: str) -> str:
-    """Why a table without a key cannot have ``deletes: soft`` (its changes' quarantine reason)."""
+def keyless_refusal(source_table: str, option: str = "deletes: soft") -> str:
+    """Why a table without a key cannot have ``deletes: soft`` (or ``where``): its changes' quarantine reason."""
     return (
-        f"tables.{source_table}.deletes: soft needs a key, and {source_table} has none (messages name no key "
-        "and tables.<name>.key is not set): give its key, or remove deletes: soft"
+        f"tables.{source_table}.{option} needs a key, and {source_table} has none (messages name no key "
+        f"and tables.<name>.key is not set): give its key, or remove {option.split(':')[0]}"
     )
 
 

@@ -17,7 +17,7 @@ Two genuine changes are never equal that way as long as each has its own seq.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from pipelines.formats.base import Change
 from pipelines.warehouse import SourceTable
@@ -59,8 +59,12 @@ class MirrorModel:
     def tables(self) -> list[str]:
         return sorted(self._pending)
 
-    def rows(self, table: str) -> list[Row]:
-        """The mirror of ``table``: rows sorted by key (or by value for keyless tables)."""
+    def rows(self, table: str, where: Callable[[Row], bool] | None = None) -> list[Row]:
+        """The mirror of ``table``: rows sorted by key (or by value for keyless tables). ``where``: the
+        table's row filter (``tables.<name>.where``): the mirror holds the rows of the source table that
+        match it, whatever path brought them there."""
+        if where is not None:
+            return [r for r in self.rows(table) if where(r)]
         keyed: dict[tuple, Row] = {}
         keyless: list[Row] = []
         keyless_applied: set[tuple] = set()  # identities of the keyless changes applied

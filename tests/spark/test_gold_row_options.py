@@ -117,3 +117,43 @@ def test_a_soft_mirror_counts_its_deleted_rows_in_status(spark, tmp_path):
     gold.apply([change("DELETE", 4, before=_row(2, a="2"))])
     [mirror] = collect_status(spark, gold.cfg).mirrors
     assert (mirror.rows, mirror.soft_deleted) == (3, 1)
+
+
+# ---------------------------------------------------------------- where
+
+
+def test_where_keeps_matching_rows_moves_rows_in_and_out_and_counts_the_rest_skipped(spark, tmp_path):
+    """``where: a >= 10``: changes of rows outside are skipped (counted, not quarantined); an UPDATE that
+    moves a row in inserts it, one that moves it out deletes it; the mirror is the model's table filtered.
+    A replay of the second batch changes nothing."""
+    gold = Gold(spark, tmp_path, where="a >= 10")
+    first = [
+        change("INSERT", 1, after=_row(1, a="5", b="x")),
+        change("INSERT", 2, after=_row(2, a="15", b="y")),
+        change("INSERT", 3, after=_row(3, a="20", b="z")),
+    ]
+    second = [
+        change("UPDATE", 4, before=_row(1, a="5", b="x"), after=_row(1, a="12", b="x")),  # moves in
+        change("UPDATE", 5, before=_row(2, a="15", b="y"), after=_row(2, a="3", b="y")),  # moves out
+        change("UPDATE", 6, before=_row(3, a="20", b="z"), after=_row(3, a="25", b="z")),
+        change("INSERT", 7, after=_row(4, a="1", b="w")),
+        change("DELETE", 8, before=_row(4, a="1", b="w")),
+    ]
+    stats = gold.apply(first)
+    assert (stats.applied, stats.skipped, stats.quarantined, stats.unaccounted) == (2, 1, 0, 0)
+    stats = gold.apply(second)
+    assert (stats.applied, stats.skipped, stats.quarantined, stats.unaccounted) == (3, 2, 0, 0)
+    model = MirrorModel().add_all(first + second).rows("shop.t", where=lambda r: int(r["a"]) >= 10)
+    want = [{"id": int(r["id"]), "a": int(r["a"]), "b": r["b"]} for r in model]
+    assert gold.rows() == want == [{"id": 1, "a": 12, "b": "x"}, {"id": 3, "a": 25, "b": "z"}]
+    assert gold.quarantine() == []
+    gold.apply(second)
+    assert gold.rows() == want
+
+
+def test_a_where_naming_an_unknown_column_refuses_the_table_to_quarantine(spark, tmp_path):
+    gold = Gold(spark, tmp_path, where="tenant_id = 7")
+    stats = gold.apply([change("INSERT", 1, after=_row(1, a="5", b="x"))])
+    [refused] = gold.quarantine()
+    assert stats.quarantined == 1
+    assert "tables.shop.t.where" in refused["reason"] and "tenant_id" in refused["reason"], refused["reason"]
