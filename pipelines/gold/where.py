@@ -28,6 +28,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pipelines.gold.lookups import MIRROR
+from pipelines.gold.profile import SOURCE_TABLE
+from pipelines.quality.sql_rules import SqlRuleError, referenced_columns
 from pipelines.sql import EMPTY_MAP, ROW_AFTER_SQL, ROW_IMAGE_SQL, lit, q, typed
 from pipelines.values import spark_type
 
@@ -48,8 +50,6 @@ def where_problem(spark: SparkSession, source_table: str, where: str, columns: M
 
 @lru_cache(maxsize=256)
 def _problem(spark: SparkSession, source_table: str, where: str, columns: tuple[tuple[str, str], ...]) -> str | None:
-    from pipelines.quality.sql_rules import SqlRuleError, referenced_columns
-
     empty = spark.range(0).selectExpr(*[f"CAST(NULL AS {t}) AS {q(c)}" for c, t in columns])
     try:
         referenced_columns(empty, where)  # parses, names known columns, a deterministic condition on one row
@@ -109,8 +109,6 @@ def filtered(good: DataFrame, plans: Mapping[str, object]) -> tuple[DataFrame, D
 
 def count_skipped(skipped: DataFrame) -> int:
     """The changes a batch's filters skip, logged per source table (one Spark job)."""
-    from pipelines.gold.profile import SOURCE_TABLE
-
     total = 0
     for r in skipped.groupBy(SOURCE_TABLE).count().collect():
         log.info("gold: %s: %d changes outside its where: skipped", r[SOURCE_TABLE], r["count"])

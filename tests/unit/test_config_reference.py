@@ -158,6 +158,8 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("tables.<name>", "history"): lambda c: c.tables["db.t"].history,
     ("tables.<name>", "columns_exclude"): lambda c: c.tables["db.t"].columns_exclude,
     ("tables.<name>", "cluster_by"): lambda c: c.tables["db.t"].cluster_by,
+    ("tables.<name>", "deletes"): lambda c: c.tables["db.t"].deletes,
+    ("tables.<name>", "where"): lambda c: c.tables["db.t"].where,
     ("tables.<name>.history", "except_columns"): lambda c: c.tables["db.t"].history_except_columns,
 }
 
