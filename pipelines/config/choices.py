@@ -134,8 +134,8 @@ def table_choices(
 
 
 def row_options(v: Checker, t: Mapping, where: str) -> dict[str, Any]:
-    """``deletes`` (hard | soft) and ``where`` (a non-empty Spark SQL boolean; gold parses it and checks
-    its columns against the mirror's at start, pipelines.gold.where)."""
+    """``deletes`` (hard | soft), ``from`` (regular expressions: pipelines.routing) and ``where`` (a non-empty
+    Spark SQL boolean; gold parses it and checks its columns against the mirror's, pipelines.gold.where)."""
     out: dict[str, Any] = {}
     if t.get("deletes") is not None:
         if t["deletes"] not in DELETE_MODES:
@@ -147,6 +147,10 @@ def row_options(v: Checker, t: Mapping, where: str) -> dict[str, Any]:
             v.fail(f"{where}.where", f"must be a Spark SQL boolean expression, got {t['where']!r:.80}")
         else:
             out["where"] = t["where"].strip()
+    if t.get("from") is not None:
+        out["from_tables"] = names(v, t["from"], f"{where}.from", "a regular expression over db.table")
+        if not out["from_tables"]:
+            v.fail(f"{where}.from", "an empty list routes no table: leave it out")
     return out
 
 
@@ -186,7 +190,9 @@ def skipped_tables(
     could never apply."""
     top_filter = TableFilter("", *top)
     filters = [TableFilter(f"sources[{i}].", s.include, s.exclude) for i, s in enumerate(sources)]
-    for name in tables:
+    for name, tc in tables.items():
+        if tc.from_tables:  # a mirror fed by shards: its own name need not be a source table's
+            continue
         reason = skipped_everywhere(name, top_filter, filters)
         if reason:
             v.fail(f"tables.{name}", f"is configured but no source keeps it: {reason}")

@@ -372,6 +372,13 @@ TABLE = Section(
             "Delta liquid clustering columns of the mirror (none: not clustered).",
         ),
         Field(
+            "from",
+            "list of regular expressions over `db.table`",
+            "[]",
+            "Every source table whose whole name matches feeds this one mirror (shards), its name in the column "
+            "`_source_table`; a table matching two entries is refused (docs/row-options.md).",
+        ),
+        Field(
             "deletes",
             " | ".join(DELETE_MODES),
             "hard",

@@ -42,6 +42,7 @@ from pipelines.formats.base import (
 )
 from pipelines.formats.confluent import registry_settings
 from pipelines.quality.rules import parse_duration, parse_expectations
+from pipelines.routing import config_problems as routing_problems
 from pipelines.values import is_known_type
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -109,6 +110,8 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     tables_raw = v.mapping(root.get("tables") or {}, "tables")
     tables = {str(name): v.table(str(name), spec, f"tables.{name}") for name, spec in tables_raw.items()}
     choices.skipped_tables(v, tables, (include, exclude), sources)
+    for where, message in routing_problems(tables):
+        v.fail(where, message)
     trigger = root.get("trigger", "available_now")
     if trigger not in ("available_now", "continuous"):
         v.fail("trigger", f"must be available_now or continuous, got {trigger!r}")

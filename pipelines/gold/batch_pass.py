@@ -41,6 +41,7 @@ from pipelines.gold.where import count_skipped, filtered
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import change_check_rows
+from pipelines.routing import route_shards
 from pipelines.warehouse import SOURCE_IDENTITY_PROPERTY, Warehouse
 
 if TYPE_CHECKING:
@@ -163,6 +164,7 @@ class BatchPass:
                     batch_df = batch_df.unionByName(waiting, allowMissingColumns=True).dropDuplicates(
                         ["bronze_position", "change_index"]
                     )
+            batch_df = route_shards(batch_df, self.cfg)  # tables.<name>.from: shards become their mirror's table
             batch = cached = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
             try:
                 with self.clock.step("plan"):

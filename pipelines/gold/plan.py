@@ -26,6 +26,7 @@ from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
 from pipelines.gold.where import where_problem
 from pipelines.mirror_columns import mirror_schema, table_properties
 from pipelines.mirror_key import KEY_PROPERTY, key_of
+from pipelines.routing import route_problem
 from pipelines.warehouse import Warehouse, mirror_parts
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def _plan_table(
     meta = cache.get(spark, ident.ref)
     props = dict(meta.props) if meta else None
     plan = TablePlan(profile, ident, tc, props, max_delay=_max_delay(cfg, tc))
-    plan.conflict = identity_conflict(ident, props)
+    plan.conflict = route_problem(cfg, profile.source.name) or identity_conflict(ident, props)
     if plan.conflict:
         return plan
     plan.key = resolve_key(props, profile, tc)

@@ -4,11 +4,12 @@ history, ``ignore_null_updates``, a TRUNCATE, late changes and a replay; a keyle
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from pipelines.formats.base import Change
 from pipelines.testing.model import MirrorModel
-from tests.spark.test_gold_semantics import Gold, _row, change
+from tests.spark.test_gold_semantics import TYPES, Gold, _row, change
 
 
 def truncate(n: int) -> Change:
@@ -157,3 +158,62 @@ def test_a_where_naming_an_unknown_column_refuses_the_table_to_quarantine(spark,
     [refused] = gold.quarantine()
     assert stats.quarantined == 1
     assert "tables.shop.t.where" in refused["reason"] and "tenant_id" in refused["reason"], refused["reason"]
+
+
+# ---------------------------------------------------------------- shards (from)
+
+
+def _shard(ch: Change, db: str, table: str) -> Change:
+    return replace(ch, db=db, table=table)
+
+
+def _as_routed(ch: Change) -> Change:
+    """A shard's change as the model sees it: one of shop.orders, the shard's name in _source_table."""
+    tag = {"_source_table": f"{ch.db}.{ch.table}"}
+    return replace(
+        ch, db="shop", table="orders", key_columns=("_source_table", "id"),
+        before=None if ch.before is None else {**ch.before, **tag}, after=None if ch.after is None else {**ch.after, **tag},
+    )  # fmt: skip
+
+
+def test_shards_feed_one_mirror_keyed_by_source_table_and_clashes_are_refused(spark, tmp_path):
+    """Two shards with the same ids land in one mirror, told apart by ``_source_table``; a column one shard
+    adds widens the mirror; a table that matches no ``from`` keeps its own mirror; a table matching two
+    entries, and a shard's TRUNCATE, go to quarantine with why. The mirror equals the model of the routed
+    changes."""
+    from pipelines.config import parse_config
+
+    gold = Gold(spark, tmp_path)
+    gold.cfg = parse_config({
+        "warehouse": gold.cfg.warehouse, "quality_checks": False,
+        "sources": [{"name": "s", "format": "oms_canal", "path": str(tmp_path / "none")}],
+        "tables": {
+            "shop.orders": {"from": [r"shop_[0-9]+\.orders_[0-9]+"], "key": ["_source_table", "id"], "deletes": "soft"},
+            "shop.late": {"from": [r"shop_3\..*"]},
+        },
+    })  # fmt: skip
+    wide = {**TYPES, "e": "varchar(8)"}
+    routed = [
+        _shard(change("INSERT", 1, after=_row(1, a="1", b="x")), "shop_1", "orders_1"),
+        _shard(change("INSERT", 2, after=_row(1, a="2", b="y")), "shop_2", "orders_2"),
+        _shard(change("INSERT", 3, after=_row(2, a="3", b="z", e="new"), types=wide), "shop_2", "orders_2"),
+        _shard(change("DELETE", 4, before=_row(1, a="1", b="x")), "shop_1", "orders_1"),
+    ]
+    own = change("INSERT", 5, after=_row(7, a="7"), table="customers")
+    clash = _shard(change("INSERT", 6, after=_row(9, a="9")), "shop_3", "orders_3")
+    shard_truncate = replace(truncate(7), db="shop_2", table="orders_2")
+    stats = gold.apply([*routed, own, clash, shard_truncate])
+    assert (stats.applied, stats.quarantined, stats.unaccounted) == (5, 2, 0)
+    rows = [{k: r.get(k) for k in ("_source_table", "id", "a", "b", "e", "_deleted")} for r in gold.rows("shop.orders")]
+    model = MirrorModel(soft={"shop.orders"}).add_all(_as_routed(c) for c in routed).rows("shop.orders")
+    want = [{"_source_table": r["_source_table"], "id": int(r["id"]), "a": int(r["a"]), "b": r["b"], "e": r.get("e"),
+             "_deleted": r["_deleted"] == "true"} for r in model]  # fmt: skip
+    assert sorted(rows, key=str) == sorted(want, key=str)
+    assert [(r["_source_table"], r["id"], r["_deleted"]) for r in sorted(rows, key=lambda r: (r["_source_table"], r["id"]))] == [
+        ("shop_1.orders_1", 1, True), ("shop_2.orders_2", 1, False), ("shop_2.orders_2", 2, False),
+    ]  # fmt: skip
+    assert gold.rows("shop.customers") == [{"id": 7, "a": 7}]
+    [truncated, clashed] = sorted((r["reason"] for r in gold.quarantine()), key=lambda r: "TRUNCATE" not in r)
+    assert "matches the from patterns of two mirrors" in clashed and "shop_3.orders_3" in clashed, clashed
+    assert r"'shop_[0-9]+\\.orders_[0-9]+'" in clashed and r"'shop_3\\..*'" in clashed, clashed
+    assert truncated.startswith("a TRUNCATE of shop_2.orders_2"), truncated

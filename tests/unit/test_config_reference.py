@@ -160,6 +160,7 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("tables.<name>", "cluster_by"): lambda c: c.tables["db.t"].cluster_by,
     ("tables.<name>", "deletes"): lambda c: c.tables["db.t"].deletes,
     ("tables.<name>", "where"): lambda c: c.tables["db.t"].where,
+    ("tables.<name>", "from"): lambda c: c.tables["db.t"].from_tables,
     ("tables.<name>.history", "except_columns"): lambda c: c.tables["db.t"].history_except_columns,
 }
 

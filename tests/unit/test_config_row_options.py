@@ -1,0 +1,58 @@
+"""The row options of issue 34 in the configuration: ``deletes``, ``where`` and ``from`` parsed into the model,
+each mistake refused with the file and the field named; and routing of source table names to entries."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.config import ConfigError, parse_config
+from pipelines.routing import matching, route_problem
+
+SOURCE = {"name": "s", "format": "oms_canal", "path": "./landing"}
+
+
+def config(tables):
+    return parse_config({"sources": [SOURCE], "tables": tables}, origin="f.yaml")
+
+
+def refused(tables) -> str:
+    with pytest.raises(ConfigError) as info:
+        config(tables)
+    return str(info.value)
+
+
+def test_the_row_options_parse_into_the_model():
+    cfg = config({"shop.orders": {"from": [r"shop_[0-9]+\.orders_[0-9]+"], "key": ["_source_table", "id"],
+                                  "deletes": "soft", "where": " tenant_id = 7 "}})  # fmt: skip
+    tc = cfg.tables["shop.orders"]
+    assert (tc.from_tables, tc.key, tc.deletes, tc.where) == (
+        (r"shop_[0-9]+\.orders_[0-9]+",),
+        ("_source_table", "id"),
+        "soft",
+        "tenant_id = 7",
+    )
+    assert config({"shop.t": {}}).tables["shop.t"].deletes == "hard"
+
+
+@pytest.mark.parametrize(
+    ("table", "field", "says"),
+    [
+        ({"deletes": "gone"}, "tables.shop.t.deletes", "must be one of hard, soft"),
+        ({"where": " "}, "tables.shop.t.where", "Spark SQL boolean"),
+        ({"from": []}, "tables.shop.t.from", "routes no table"),
+        ({"from": ["shop_(["]}, "tables.shop.t.from[0]", "is not a regular expression"),
+        ({"from": [r"shop\..*"]}, "tables.shop.t.from[0]", "matches the entry 'shop.other'"),
+    ],
+)
+def test_a_mistaken_row_option_is_refused_naming_the_file_and_field(table, field, says):
+    message = refused({"shop.t": table, "shop.other": {}})
+    assert f"f.yaml: {field}" in message and says in message, message
+
+
+def test_a_source_table_is_routed_to_the_one_entry_whose_pattern_matches_its_whole_name():
+    cfg = config({"shop.orders": {"from": [r"shop_[0-9]+\.orders_[0-9]+"]}, "shop.late": {"from": [r"shop_3\..*"]}})
+    assert matching(cfg, "shop_1.orders_12") == [("shop.orders", r"shop_[0-9]+\.orders_[0-9]+")]
+    assert matching(cfg, "shop_1.orders_12_bak") == [], "the whole name must match"
+    assert route_problem(cfg, "shop.customers") is None and route_problem(cfg, "shop.orders") is None
+    clash = route_problem(cfg, "shop_3.orders_3")
+    assert "tables.shop.orders.from" in clash and "tables.shop.late.from" in clash, clash
