@@ -147,6 +147,16 @@ def row_options(v: Checker, t: Mapping, where: str) -> dict[str, Any]:
             v.fail(f"{where}.where", f"must be a Spark SQL boolean expression, got {t['where']!r:.80}")
         else:
             out["where"] = t["where"].strip()
+    if t.get("computed") is not None:
+        raw = t["computed"] if isinstance(t["computed"], dict) else None
+        if raw is None:
+            v.fail(f"{where}.computed", f"must be a mapping column → Spark SQL expression, got {t['computed']!r:.80}")
+        for column, text in (raw or {}).items():
+            if not isinstance(text, str) or not text.strip():
+                v.fail(f"{where}.computed.{column}", f"must be a Spark SQL expression, got {text!r:.80}")
+            elif str(column) in (t.get("columns") or {}):
+                v.fail(f"{where}.computed.{column}", "is a column of the table: a computed column needs its own name")
+        out["computed"] = {str(c): x.strip() for c, x in (raw or {}).items() if isinstance(x, str) and x.strip()}
     if t.get("from") is not None:
         out["from_tables"] = names(v, t["from"], f"{where}.from", "a regular expression over db.table")
         if not out["from_tables"]:

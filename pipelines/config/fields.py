@@ -386,6 +386,13 @@ TABLE = Section(
             "every row, a later INSERT revives it; needs a key (docs/row-options.md).",
         ),
         Field(
+            "computed",
+            "mapping: column → Spark SQL expression",
+            "{}",
+            "Columns gold adds to the mirror, each an expression over the row's typed columns, evaluated at apply; "
+            "a row it fails on is quarantined (docs/row-options.md).",
+        ),
+        Field(
             "where",
             "string (a Spark SQL boolean over the row's columns)",
             "null",

@@ -105,6 +105,7 @@ class TableConfig:
     cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns of the mirror (none by default)
     deletes: str = "hard"  # hard | soft: a DELETE keeps the row, _deleted = true (pipelines.gold.soft)
     where: str | None = None  # Spark SQL over the row's columns: rows that do not match stay out (gold.where)
+    computed: Mapping[str, str] = field(default_factory=dict)  # column → Spark SQL over the row (gold.computed)
     from_tables: tuple[str, ...] = ()  # ``from``: regexes over db.table; matching tables feed this mirror (routing)
 
     @property

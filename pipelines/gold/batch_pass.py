@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
 from pipelines.gold.batch import BatchContext, GoldStats, Step
+from pipelines.gold.computed import with_computed
 from pipelines.gold.decide import (
     check_changes,
     fold_inputs,
@@ -231,7 +232,8 @@ class BatchPass:
         from pyspark.sql import functions as F
 
         checks = self.cfg.quality_checks
-        self.checked = self._batch_expectations(check_changes(batch, self.plans, self.lookups)).persist()
+        checked = with_computed(self.spark, check_changes(batch, self.plans, self.lookups), self.plans)  # computed
+        self.checked = self._batch_expectations(checked).persist()
         good, skipped = filtered(self.checked.where("reason IS NULL"), self.plans)  # tables.<name>.where
         if skipped is not None:
             self.stats.skipped += count_skipped(skipped)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig, TableConfig
+from pipelines.gold.computed import computed_types, ensure_computed_columns
 from pipelines.gold.identity import MirrorIdentity, identity_conflict
 from pipelines.gold.profile import TableProfile
 from pipelines.gold.schema import MirrorShape, shape_mirror
@@ -128,6 +129,8 @@ class TablePlan:
     created: bool = False  # the mirror was created by this batch
     #: the batch since which the mirror's keys are in key state (-1: adopted; None: not yet, adopt it)
     since: int | None = None
+    #: computed columns: name → (source type, the columns its expression reads) (pipelines.gold.computed)
+    computed: dict | None = None
 
     @property
     def name(self) -> str:
@@ -218,6 +221,12 @@ def _plan_table(
     if problem:  # the mirror exists; the table's changes go to quarantine with why
         plan.conflict, plan.shape = problem, None
         return plan
+    if tc and tc.computed:
+        plan.computed, problem = computed_types(spark, ident.source_table, tc.computed, plan.shape.columns)
+        if problem:
+            plan.conflict, plan.shape = problem, None
+            return plan
+        plan.shape.altered |= ensure_computed_columns(spark, plan, plan.computed)
     if is_soft(tc) and ensure_soft_columns(spark, ident, meta.schema if meta and not plan.shape.altered else None):
         plan.shape.altered = True
     if props is None or plan.shape.altered:

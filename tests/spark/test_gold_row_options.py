@@ -217,3 +217,37 @@ def test_shards_feed_one_mirror_keyed_by_source_table_and_clashes_are_refused(sp
     assert "matches the from patterns of two mirrors" in clashed and "shop_3.orders_3" in clashed, clashed
     assert r"'shop_[0-9]+\\.orders_[0-9]+'" in clashed and r"'shop_3\\..*'" in clashed, clashed
     assert truncated.startswith("a TRUNCATE of shop_2.orders_2"), truncated
+
+
+# ---------------------------------------------------------------- computed
+
+
+def test_computed_columns_are_evaluated_at_apply_and_a_row_they_fail_on_is_quarantined(spark, tmp_path):
+    """``a2 = a * 2`` and ``day = to_date(b)`` (``b`` a varchar): the mirror is the model's rows with the
+    columns computed in Python; a ``b`` that is no date is quarantined with the expression and the value,
+    and an UPDATE whose NULL ``b`` means unchanged (``ignore_null_updates``) keeps ``day``."""
+    gold = Gold(spark, tmp_path, computed={"a2": "a * 2", "day": "to_date(b)"}, ignore_null_updates=True)
+    changes = [
+        change("INSERT", 1, after=_row(1, a="3", b="2024-01-05")),
+        change("INSERT", 2, after=_row(2, a="4", b="nope")),  # to_date fails: quarantined
+        change("UPDATE", 3, before=_row(1, a="3", b="2024-01-05"), after=_row(1, a="5", b="2024-02-29")),
+    ]
+    stats = gold.apply(changes)
+    assert (stats.applied, stats.quarantined, stats.unaccounted) == (2, 1, 0)
+    model = MirrorModel().add_all(c for c in changes if c.seq != (1_700_000_000_002,)).rows("shop.t")
+    want = [{"id": int(r["id"]), "a": int(r["a"]), "b": r["b"], "a2": 2 * int(r["a"]), "day": r["b"]} for r in model]
+    assert gold.rows() == want == [{"id": 1, "a": 5, "b": "2024-02-29", "a2": 10, "day": "2024-02-29"}]
+    [refused] = gold.quarantine()
+    assert "computed column day = to_date(b) fails on this row" in refused["reason"], refused["reason"]
+    assert "nope" in refused["reason"], refused["reason"]
+    types = {f.name: f.dataType.simpleString() for f in gold.mirror().schema.fields}
+    assert (types["a2"], types["day"]) == ("int", "date")
+    gold.apply([change("UPDATE", 4, before=_row(1, a="5", b="2024-02-29"), after=_row(1, a="6", b=None))])
+    assert gold.rows() == [{"id": 1, "a": 6, "b": "2024-02-29", "a2": 12, "day": "2024-02-29"}]
+
+
+def test_a_computed_column_naming_an_unknown_column_refuses_the_table(spark, tmp_path):
+    gold = Gold(spark, tmp_path, computed={"x": "upper(nothing_here)"})
+    gold.apply([change("INSERT", 1, after=_row(1, a="5"))])
+    [refused] = gold.quarantine()
+    assert "tables.shop.t.computed.x" in refused["reason"] and "nothing_here" in refused["reason"], refused["reason"]
