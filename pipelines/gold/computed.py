@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
+    from pipelines.gold.plan import TablePlan
+
 _SOURCE_TYPES = {"date": "date", "timestamp": "timestamp", "timestamp_ntz": "datetime", "int": "int",
                  "bigint": "bigint", "smallint": "smallint", "tinyint": "tinyint", "double": "double",
                  "float": "float", "boolean": "boolean", "string": "text"}  # fmt: skip
@@ -126,7 +128,9 @@ def with_computed(spark: SparkSession, checked: DataFrame, plans: Mapping[str, o
     return frame
 
 
-def ensure_computed_columns(spark: SparkSession, plan, types: Mapping[str, tuple[str, tuple[str, ...]]]) -> bool:
+def ensure_computed_columns(
+    spark: SparkSession, plan: TablePlan, types: Mapping[str, tuple[str, tuple[str, ...]]]
+) -> bool:
     """Add the computed columns the mirror lacks (and to the plan's shape); True when it altered the mirror."""
     missing = {c: src for c, (src, _reads) in types.items() if c not in plan.shape.columns}
     if missing:
