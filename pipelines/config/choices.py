@@ -157,6 +157,14 @@ def row_options(v: Checker, t: Mapping, where: str) -> dict[str, Any]:
             elif str(column) in (t.get("columns") or {}):
                 v.fail(f"{where}.computed.{column}", "is a column of the table: a computed column needs its own name")
         out["computed"] = {str(c): x.strip() for c, x in (raw or {}).items() if isinstance(x, str) and x.strip()}
+    if t.get("partition_by") is not None:
+        out["partition_by"] = names(v, t["partition_by"], f"{where}.partition_by", "a column")
+        if t.get("cluster_by"):
+            v.fail(where, "give cluster_by or partition_by, not both (Delta clusters or partitions a table)")
+        known = {*(t.get("columns") or {}), *out.get("computed", {})}
+        for i, c in enumerate(out["partition_by"]):
+            if t.get("columns") and c not in known:
+                v.fail(f"{where}.partition_by[{i}]", f"column {c!r:.80} is not among the columns or computed columns")
     if t.get("from") is not None:
         out["from_tables"] = names(v, t["from"], f"{where}.from", "a regular expression over db.table")
         if not out["from_tables"]:

@@ -393,6 +393,12 @@ TABLE = Section(
             "a row it fails on is quarantined (docs/row-options.md).",
         ),
         Field(
+            "partition_by",
+            "list of column names (or computed columns)",
+            "[]",
+            "Delta partition columns of the mirror, set when gold creates it (not with `cluster_by`).",
+        ),
+        Field(
             "where",
             "string (a Spark SQL boolean over the row's columns)",
             "null",

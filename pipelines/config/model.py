@@ -106,6 +106,7 @@ class TableConfig:
     deletes: str = "hard"  # hard | soft: a DELETE keeps the row, _deleted = true (pipelines.gold.soft)
     where: str | None = None  # Spark SQL over the row's columns: rows that do not match stay out (gold.where)
     computed: Mapping[str, str] = field(default_factory=dict)  # column → Spark SQL over the row (gold.computed)
+    partition_by: tuple[str, ...] = ()  # Delta partition columns of a new mirror (not with cluster_by)
     from_tables: tuple[str, ...] = ()  # ``from``: regexes over db.table; matching tables feed this mirror (routing)
 
     @property

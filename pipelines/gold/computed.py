@@ -138,3 +138,22 @@ def ensure_computed_columns(
         spark.sql(f"ALTER TABLE {plan.ident.ref.sql} ADD COLUMNS ({cols})")
         plan.shape.columns.update(missing)
     return bool(missing)
+
+
+class PartitionBy(tuple):
+    """A new mirror's partition columns (``tables.<name>.partition_by``), passed where clustering columns go:
+    the mirror is created ``PARTITIONED BY`` them (Delta cannot partition an existing table)."""
+
+
+def creation_columns(
+    spark: SparkSession,
+    source_table: str,
+    computed: Mapping[str, str],
+    configured: Mapping[str, str],
+    sightings: Mapping[str, object],
+) -> tuple[dict[str, str], str | None]:
+    """The configured columns a new mirror is created with, its computed ones added (typed against the
+    columns the batch's messages carry), so that a partition column may be computed; or why not."""
+    seen = {c: s.newest or min(s.types) for c, s in sightings.items() if s.types}
+    types, problem = computed_types(spark, source_table, computed, {**seen, **configured})
+    return {**configured, **{c: src for c, (src, _reads) in types.items()}}, problem

@@ -12,15 +12,16 @@ restarted stream starts with an empty cache.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig, TableConfig
-from pipelines.gold.computed import computed_types, ensure_computed_columns
+from pipelines.gold.computed import PartitionBy, computed_types, creation_columns, ensure_computed_columns
 from pipelines.gold.identity import MirrorIdentity, identity_conflict
 from pipelines.gold.profile import TableProfile
-from pipelines.gold.schema import MirrorShape, shape_mirror
+from pipelines.gold.schema import CLUSTER_PROPERTY, MirrorShape, shape_mirror
 from pipelines.gold.soft import ensure_soft_columns, is_soft, keyless_refusal
 from pipelines.gold.state import KEY_STATE_PROPERTY, state_since
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
@@ -200,12 +201,20 @@ def _plan_table(
     if (is_soft(tc) or (tc and tc.where)) and not plan.key:
         plan.conflict = keyless_refusal(ident.source_table, "deletes: soft" if is_soft(tc) else "where")
         return plan
+    configured, layout = dict(tc.columns) if tc else {}, tc.cluster_by if tc else ()
+    if tc and props is None and tc.computed:  # a new mirror: its computed columns too (one may partition it)
+        configured, problem = creation_columns(spark, ident.source_table, tc.computed, configured, profile.columns)
+        if problem:
+            plan.conflict = problem
+            return plan
+    if tc and tc.partition_by:  # at creation only: Delta cannot partition an existing table
+        layout = PartitionBy(tc.partition_by) if props is None else json.loads(props.get(CLUSTER_PROPERTY) or "[]")
     plan.shape = shape_mirror(
         spark,
         ident,
         props,
         plan.key,
-        dict(tc.columns) if tc else {},
+        configured,
         profile.columns,
         profile.shapes,
         profile.schemaless,
@@ -214,7 +223,7 @@ def _plan_table(
         formats=profile.formats,
         existing=meta.schema if meta else None,
         new_props={KEY_STATE_PROPERTY: str(batch_id)},
-        cluster_by=tc.cluster_by if tc else (),
+        cluster_by=layout,
     )
     plan.since = batch_id if props is None else state_since(props)
     problem = where_problem(spark, ident.source_table, tc.where, plan.shape.columns) if tc and tc.where else None

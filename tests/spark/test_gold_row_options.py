@@ -226,7 +226,9 @@ def test_computed_columns_are_evaluated_at_apply_and_a_row_they_fail_on_is_quara
     """``a2 = a * 2`` and ``day = to_date(b)`` (``b`` a varchar): the mirror is the model's rows with the
     columns computed in Python; a ``b`` that is no date is quarantined with the expression and the value,
     and an UPDATE whose NULL ``b`` means unchanged (``ignore_null_updates``) keeps ``day``."""
-    gold = Gold(spark, tmp_path, computed={"a2": "a * 2", "day": "to_date(b)"}, ignore_null_updates=True)
+    gold = Gold(
+        spark, tmp_path, computed={"a2": "a * 2", "day": "to_date(b)"}, partition_by=["day"], ignore_null_updates=True
+    )
     changes = [
         change("INSERT", 1, after=_row(1, a="3", b="2024-01-05")),
         change("INSERT", 2, after=_row(2, a="4", b="nope")),  # to_date fails: quarantined
@@ -244,6 +246,13 @@ def test_computed_columns_are_evaluated_at_apply_and_a_row_they_fail_on_is_quara
     assert (types["a2"], types["day"]) == ("int", "date")
     gold.apply([change("UPDATE", 4, before=_row(1, a="5", b="2024-02-29"), after=_row(1, a="6", b=None))])
     assert gold.rows() == [{"id": 1, "a": 6, "b": "2024-02-29", "a2": 12, "day": "2024-02-29"}]
+    # partition_by a computed column, and a column the source adds later (schema evolution) beside it
+    mirror = gold.wh.mirror("shop.t")
+    assert list(spark.sql(f"DESCRIBE DETAIL {mirror.sql}").first()["partitionColumns"]) == ["day"]
+    wide = {**TYPES, "e": "varchar(8)"}
+    gold.apply([change("INSERT", 5, after=_row(3, a="1", b="2024-03-01", e="new"), types=wide)])
+    assert gold.rows()[-1] == {"id": 3, "a": 1, "b": "2024-03-01", "a2": 2, "day": "2024-03-01", "e": "new"}
+    assert list(spark.sql(f"DESCRIBE DETAIL {mirror.sql}").first()["partitionColumns"]) == ["day"]
 
 
 def test_a_computed_column_naming_an_unknown_column_refuses_the_table(spark, tmp_path):
@@ -251,3 +260,25 @@ def test_a_computed_column_naming_an_unknown_column_refuses_the_table(spark, tmp
     gold.apply([change("INSERT", 1, after=_row(1, a="5"))])
     [refused] = gold.quarantine()
     assert "tables.shop.t.computed.x" in refused["reason"] and "nothing_here" in refused["reason"], refused["reason"]
+
+
+def test_preflight_names_the_file_table_and_expression_of_a_bad_where_or_computed(spark):
+    from pipelines.config import parse_config
+    from pipelines.preflight import row_expression_errors
+
+    cfg = parse_config(
+        {
+            "sources": [{"name": "s", "format": "oms_canal", "path": "/none"}],
+            "tables": {
+                "shop.t": {"columns": {"id": "bigint", "b": "varchar(8)"}, "where": "tenant = 7",
+                           "computed": {"day": "to_date(b)", "bad": "upper(nope)"}},
+                "shop.u": {"computed": {"x": "to_date("}},
+            },
+        },
+        origin="f.yaml",
+    )  # fmt: skip
+    errors = row_expression_errors(spark, cfg)
+    assert len(errors) == 3, errors
+    assert errors[0].startswith("f.yaml: tables.shop.t.where 'tenant = 7'") and "tenant" in errors[0], errors
+    assert errors[1].startswith("f.yaml: tables.shop.t.computed.bad 'upper(nope)'"), errors
+    assert errors[2].startswith("f.yaml: tables.shop.u.computed.x 'to_date('"), errors

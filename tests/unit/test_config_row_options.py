@@ -56,3 +56,14 @@ def test_a_source_table_is_routed_to_the_one_entry_whose_pattern_matches_its_who
     assert route_problem(cfg, "shop.customers") is None and route_problem(cfg, "shop.orders") is None
     clash = route_problem(cfg, "shop_3.orders_3")
     assert "tables.shop.orders.from" in clash and "tables.shop.late.from" in clash, clash
+
+
+def test_computed_columns_and_partitions_parse_and_their_mistakes_are_refused():
+    cfg = config({"shop.t": {"computed": {"day": "to_date(ts)"}, "partition_by": ["day"]}})
+    assert (cfg.tables["shop.t"].computed, cfg.tables["shop.t"].partition_by) == ({"day": "to_date(ts)"}, ("day",))
+    both = refused({"shop.t": {"cluster_by": ["a"], "partition_by": ["a"]}})
+    assert "f.yaml: tables.shop.t" in both and "not both" in both, both
+    unknown = refused({"shop.t": {"columns": {"a": "int"}, "partition_by": ["b"]}})
+    assert "tables.shop.t.partition_by[0]" in unknown, unknown
+    clash = refused({"shop.t": {"columns": {"a": "int"}, "computed": {"a": "1"}}})
+    assert "tables.shop.t.computed.a" in clash and "needs its own name" in clash, clash
