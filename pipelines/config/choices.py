@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.config.checker import Checker
 from pipelines.config.fields import HISTORY, NAMING
-from pipelines.config.model import DELETE_MODES, MAX_CLUSTER_COLUMNS
+from pipelines.config.model import DELETE_MODES, MAX_CLUSTER_COLUMNS, TYPE_MAPPINGS
 from pipelines.names import DEFAULT_NAMING_TEMPLATE, MirrorNaming, naming_errors
 from pipelines.selection import TableFilter, skipped_everywhere
 
@@ -165,6 +165,8 @@ def row_options(v: Checker, t: Mapping, where: str) -> dict[str, Any]:
         for i, c in enumerate(out["partition_by"]):
             if t.get("columns") and c not in known:
                 v.fail(f"{where}.partition_by[{i}]", f"column {c!r:.80} is not among the columns or computed columns")
+    if "type_mapping" in t:
+        out["type_mapping"] = type_mapping(v, t["type_mapping"], f"{where}.type_mapping")
     if t.get("from") is not None:
         out["from_tables"] = names(v, t["from"], f"{where}.from", "a regular expression over db.table")
         if not out["from_tables"]:
@@ -214,3 +216,12 @@ def skipped_tables(
         reason = skipped_everywhere(name, top_filter, filters)
         if reason:
             v.fail(f"tables.{name}", f"is configured but no source keeps it: {reason}")
+
+
+def type_mapping(v: Checker, raw: Any, where: str) -> tuple[str, ...]:
+    """``type_mapping`` (top level, a source's, a table's): a list of :data:`TYPE_MAPPINGS` (empty: none)."""
+    chosen = names(v, raw or [], where, "a type mapping")
+    for i, m in enumerate(chosen):
+        if m not in TYPE_MAPPINGS:
+            v.fail(f"{where}[{i}]", f"unknown type mapping {m!r:.80}; known: {', '.join(TYPE_MAPPINGS)}")
+    return chosen

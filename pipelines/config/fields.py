@@ -26,6 +26,7 @@ from pipelines.config.model import (
     MAX_GOLD_PARALLELISM,
     SCHEMA_POLICIES,
     TABLE_FEATURES,
+    TYPE_MAPPINGS,
 )
 from pipelines.formats.base import (
     DEFAULT_MAX_DEPTH,
@@ -140,6 +141,14 @@ TOP_LEVEL = Section(
         ),
         Field("status", "mapping (see `status`)", "{}", "When `lakecdc status` exits 1."),
         Field("gold", "mapping (see `gold`)", "{}", "How gold applies a micro-batch."),
+        Field(
+            "type_mapping",
+            "list of: " + " | ".join(TYPE_MAPPINGS),
+            "[]",
+            "Trade exact types for a schema that never breaks: to-string (every column STRING, each value's "
+            "exact canonical text), bigint-unsigned-to-bigint (values above 2^63-1 quarantined); "
+            "tinyint1-not-bool and char-to-string are how lakecdc reads those types anyway (docs/row-options.md).",
+        ),
         Field(
             "include",
             _TABLE_PATTERNS,
@@ -280,6 +289,12 @@ SOURCE = Section(
         Field("include", _TABLE_PATTERNS, "[]", "The tables kept of this source (empty: every table)."),
         Field("exclude", _TABLE_PATTERNS, "[]", "Tables of this source skipped (counted in `silver.skipped`)."),
         Field(
+            "type_mapping",
+            "list of: " + " | ".join(TYPE_MAPPINGS),
+            "(the top-level `type_mapping`)",
+            "This source's tables' type mappings, over the top level's (docs/row-options.md).",
+        ),
+        Field(
             "ignore_null_updates",
             "true | false",
             "false",
@@ -384,6 +399,12 @@ TABLE = Section(
             "hard",
             "soft: a DELETE keeps the row with `_deleted` true and `_deleted_at` its event time, a TRUNCATE marks "
             "every row, a later INSERT revives it; needs a key (docs/row-options.md).",
+        ),
+        Field(
+            "type_mapping",
+            "list of: " + " | ".join(TYPE_MAPPINGS),
+            "(the source's, else the top-level `type_mapping`)",
+            "This table's type mappings (docs/row-options.md).",
         ),
         Field(
             "computed",

@@ -165,6 +165,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         gold_table_features=gold_table_features,
         include=include,
         exclude=exclude,
+        type_mapping=choices.type_mapping(v, root.get("type_mapping"), "type_mapping"),
         origin=origin,
     )
     for where, message in location_errors(config):
@@ -250,6 +251,9 @@ class _Validator(Checker):
             include=include,
             exclude=exclude,
             ignore_null_updates=choices.optional_boolean(self, s, "ignore_null_updates", where),
+            type_mapping=choices.type_mapping(self, s["type_mapping"], f"{where}.type_mapping")
+            if "type_mapping" in s
+            else None,
         )
 
     def rule(self, parser: Any, *args: Any) -> Any:

@@ -38,6 +38,7 @@ from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch, so
 from pipelines.gold.settings import GOLD_SESSION_CONF, SMALL_BATCH, batch_settings, small_batch_conf
 from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
 from pipelines.gold.steps import StepClock
+from pipelines.gold.type_mapping import map_batch_types
 from pipelines.gold.where import count_skipped, filtered
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.storage import write_results
@@ -165,7 +166,7 @@ class BatchPass:
                     batch_df = batch_df.unionByName(waiting, allowMissingColumns=True).dropDuplicates(
                         ["bronze_position", "change_index"]
                     )
-            batch_df = route_shards(batch_df, self.cfg)  # tables.<name>.from: shards become their mirror's table
+            batch_df = map_batch_types(route_shards(batch_df, self.cfg), self.cfg)  # from, type_mapping
             batch = cached = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
             try:
                 with self.clock.step("plan"):

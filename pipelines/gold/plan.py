@@ -25,6 +25,7 @@ from pipelines.gold.schema import CLUSTER_PROPERTY, MirrorShape, shape_mirror
 from pipelines.gold.soft import ensure_soft_columns, is_soft, keyless_refusal
 from pipelines.gold.state import KEY_STATE_PROPERTY, state_since
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
+from pipelines.gold.type_mapping import map_type, mappings_for
 from pipelines.gold.where import where_problem
 from pipelines.mirror_columns import mirror_schema, table_properties
 from pipelines.mirror_key import KEY_PROPERTY, key_of
@@ -201,7 +202,9 @@ def _plan_table(
     if (is_soft(tc) or (tc and tc.where)) and not plan.key:
         plan.conflict = keyless_refusal(ident.source_table, "deletes: soft" if is_soft(tc) else "where")
         return plan
-    configured, layout = dict(tc.columns) if tc else {}, tc.cluster_by if tc else ()
+    mappings = mappings_for(cfg, next(iter(profile.sources), None), profile.source.name)
+    configured = {c: map_type(t, mappings) for c, t in tc.columns.items()} if tc else {}
+    layout = tc.cluster_by if tc else ()
     if tc and props is None and tc.computed:  # a new mirror: its computed columns too (one may partition it)
         configured, problem = creation_columns(spark, ident.source_table, tc.computed, configured, profile.columns)
         if problem:

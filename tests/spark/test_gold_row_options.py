@@ -282,3 +282,29 @@ def test_preflight_names_the_file_table_and_expression_of_a_bad_where_or_compute
     assert errors[0].startswith("f.yaml: tables.shop.t.where 'tenant = 7'") and "tenant" in errors[0], errors
     assert errors[1].startswith("f.yaml: tables.shop.t.computed.bad 'upper(nope)'"), errors
     assert errors[2].startswith("f.yaml: tables.shop.u.computed.x 'to_date('"), errors
+
+
+# ---------------------------------------------------------------- type_mapping
+
+
+def test_type_mappings_to_string_keeps_exact_text_and_unsigned_bigint_quarantines_what_does_not_fit(spark, tmp_path):
+    """``to-string``: every column STRING, each value its canonical text (``1.10`` keeps its zero, as the
+    model's row holds it); ``bigint-unsigned-to-bigint``: BIGINT, and 2^64 - 1 is a misfit in quarantine."""
+    texts = Gold(spark, tmp_path / "s", type_mapping=["to-string"])
+    inserted = [change("INSERT", 1, after=_row(1, a="7", b="x", d="1.10"))]
+    texts.apply(inserted)
+    types = {f.name: f.dataType.simpleString() for f in texts.mirror().schema.fields if not f.name.startswith("_")}
+    assert types == {"id": "string", "a": "string", "b": "string", "d": "string"}
+    assert (
+        texts.rows() == MirrorModel().add_all(inserted).rows("shop.t") == [{"id": "1", "a": "7", "b": "x", "d": "1.10"}]
+    )
+
+    wide = {"id": "bigint", "u": "bigint unsigned"}
+    ints = Gold(spark, tmp_path / "u", type_mapping=["bigint-unsigned-to-bigint"])
+    stats = ints.apply([change("INSERT", 1, after={"id": "1", "u": "5"}, types=wide),
+                        change("INSERT", 2, after={"id": "2", "u": "18446744073709551615"}, types=wide)])  # fmt: skip
+    assert (stats.applied, stats.quarantined) == (1, 1)
+    assert {f.name: f.dataType.simpleString() for f in ints.mirror().schema.fields}["u"] == "bigint"
+    assert ints.rows() == [{"id": 1, "u": 5}]
+    [misfit] = ints.quarantine()
+    assert "18446744073709551615" in misfit["reason"] and "does not fit" in misfit["reason"], misfit["reason"]

@@ -162,6 +162,7 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("tables.<name>", "where"): lambda c: c.tables["db.t"].where,
     ("tables.<name>", "from"): lambda c: c.tables["db.t"].from_tables,
     ("tables.<name>", "computed"): lambda c: c.tables["db.t"].computed,
+    ("", "type_mapping"): lambda c: c.type_mapping,
     ("tables.<name>", "partition_by"): lambda c: c.tables["db.t"].partition_by,
     ("tables.<name>.history", "except_columns"): lambda c: c.tables["db.t"].history_except_columns,
 }

@@ -67,3 +67,23 @@ def test_computed_columns_and_partitions_parse_and_their_mistakes_are_refused():
     assert "tables.shop.t.partition_by[0]" in unknown, unknown
     clash = refused({"shop.t": {"columns": {"a": "int"}, "computed": {"a": "1"}}})
     assert "tables.shop.t.computed.a" in clash and "needs its own name" in clash, clash
+
+
+def test_type_mapping_is_the_tables_else_its_sources_else_the_top_levels():
+    from pipelines.gold.type_mapping import map_type, mappings_for
+
+    cfg = parse_config(
+        {
+            "type_mapping": ["to-string"],
+            "sources": [{**SOURCE, "type_mapping": ["bigint-unsigned-to-bigint"]}, {**SOURCE, "name": "t"}],
+            "tables": {"shop.own": {"type_mapping": []}},
+        }
+    )
+    assert mappings_for(cfg, "s", "shop.own") == ()
+    assert mappings_for(cfg, "s", "shop.other") == ("bigint-unsigned-to-bigint",)
+    assert mappings_for(cfg, "t", "shop.other") == ("to-string",)
+    assert map_type("bigint(20) unsigned", ["bigint-unsigned-to-bigint"]) == "bigint"
+    assert map_type("int unsigned", ["bigint-unsigned-to-bigint"]) == "int unsigned"
+    assert map_type("decimal(12,2)", ["to-string"]) == "text"
+    with pytest.raises(ConfigError, match=r"type_mapping\[0\]: unknown type mapping 'to-text'"):
+        config({"shop.t": {"type_mapping": ["to-text"]}})
