@@ -85,7 +85,7 @@ def with_computed(spark: SparkSession, checked: DataFrame, plans: Mapping[str, o
     mirror, and ``reason`` set where an expression fails on a row (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    tables = {p.mirror: p for p in plans.values() if p.keyed and p.computed}
+    tables = {p.mirror: p for p in plans.values() if p.shape is not None and p.computed}
     if not tables:
         return checked
     frame = checked
