@@ -186,14 +186,14 @@ def _as_routed(ch: Change) -> Change:
 def test_shards_feed_one_mirror_keyed_by_source_table_and_clashes_are_refused(spark, tmp_path):
     """Two shards with the same ids land in one mirror, told apart by ``_source_table``; a column one shard
     adds widens the mirror; a table that matches no ``from`` keeps its own mirror; a table matching two
-    entries, and a shard's TRUNCATE, go to quarantine with why. The mirror equals the model of the routed
-    changes."""
+    entries, and a shard's TRUNCATE, go to quarantine with why; ``exclude`` acts on a shard's own name,
+    before routing. The mirror equals the model of the routed changes."""
     from pipelines.config import parse_config
 
     gold = Gold(spark, tmp_path)
     gold.cfg = parse_config({
         "warehouse": gold.cfg.warehouse, "quality_checks": False,
-        "sources": [{"name": "s", "format": "oms_canal", "path": str(tmp_path / "none")}],
+        "sources": [{"name": "s", "format": "oms_canal", "path": str(tmp_path / "none"), "exclude": ["shop_4.*"]}],
         "tables": {
             "shop.orders": {"from": [r"shop_[0-9]+\.orders_[0-9]+"], "key": ["_source_table", "id"], "deletes": "soft"},
             "shop.late": {"from": [r"shop_3\..*"]},
@@ -209,8 +209,9 @@ def test_shards_feed_one_mirror_keyed_by_source_table_and_clashes_are_refused(sp
     own = change("INSERT", 5, after=_row(7, a="7"), table="customers")
     clash = _shard(change("INSERT", 6, after=_row(9, a="9")), "shop_3", "orders_3")
     shard_truncate = replace(truncate(7), db="shop_2", table="orders_2")
-    stats = gold.apply([*routed, own, clash, shard_truncate])
-    assert (stats.applied, stats.quarantined, stats.unaccounted) == (5, 2, 0)
+    excluded = _shard(change("INSERT", 8, after=_row(5, a="5")), "shop_4", "orders_4")  # matches from, excluded
+    stats = gold.apply([*routed, own, clash, shard_truncate, excluded])
+    assert (stats.changes, stats.applied, stats.quarantined, stats.unaccounted) == (7, 5, 2, 0), "excluded first"
     rows = [{k: r.get(k) for k in ("_source_table", "id", "a", "b", "e", "_deleted")} for r in gold.rows("shop.orders")]
     model = MirrorModel(soft={"shop.orders"}).add_all(_as_routed(c) for c in routed).rows("shop.orders")
     want = [{"_source_table": r["_source_table"], "id": int(r["id"]), "a": int(r["a"]), "b": r["b"], "e": r.get("e"),
