@@ -161,7 +161,7 @@ def row_options(v: Checker, t: Mapping, where: str) -> dict[str, Any]:
         out["partition_by"] = names(v, t["partition_by"], f"{where}.partition_by", "a column")
         if t.get("cluster_by"):
             v.fail(where, "give cluster_by or partition_by, not both (Delta clusters or partitions a table)")
-        known = {*(t.get("columns") or {}), *out.get("computed", {})}
+        known = {*(t.get("columns") or {}), *out.get("computed", {}), *(["_source_table"] if t.get("from") else [])}
         for i, c in enumerate(out["partition_by"]):
             if t.get("columns") and c not in known:
                 v.fail(f"{where}.partition_by[{i}]", f"column {c!r:.80} is not among the columns or computed columns")

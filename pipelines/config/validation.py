@@ -340,7 +340,8 @@ class _Validator(Checker):
                     "blob, ...; any text type such as varchar or text is kept as STRING)",
                 )
             columns[str(column)] = str(typ)
-        missing = [c for c in key if columns and c not in columns]
+        routed = {"_source_table"} if t.get("from") else set()  # a sharded mirror's column (pipelines.routing)
+        missing = [c for c in key if columns and c not in columns and c not in routed]
         if missing:
             self.fail(f"{where}.key", f"key column {missing[0]!r} is not among the columns")
         rules = self.rule(parse_expectations, t.get("expectations"), f"{self.origin}: {where}.expectations")

@@ -32,6 +32,11 @@ def test_the_row_options_parse_into_the_model():
         "tenant_id = 7",
     )
     assert config({"shop.t": {}}).tables["shop.t"].deletes == "hard"
+    sharded = config({"shop.o": {"from": ["shop_1\\.o"], "key": ["_source_table", "id"], "columns": {"id": "int"}}})
+    assert sharded.tables["shop.o"].key == ("_source_table", "id"), "the shard column may key a sharded mirror"
+    assert "key column '_source_table' is not among the columns" in refused(
+        {"shop.o": {"key": ["_source_table", "id"], "columns": {"id": "int"}}}
+    )
 
 
 @pytest.mark.parametrize(
