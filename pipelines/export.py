@@ -4,7 +4,8 @@ Canonical values: integers as JSON integers when they fit in int64 (else strings
 DECIMAL as exact decimal strings, binary as Base64, dates ``YYYY-MM-DD``, instants
 as ISO-8601 UTC ending in ``Z``, zone-less DATETIME without a zone, TIME as
 ``HH:MM:SS[.fraction]``, booleans, a VARIANT as its JSON text (keys sorted, no spaces, numbers by value),
-NULL as null. Lineage columns only on request.
+NULL as null. Lineage columns only on request; a ``deletes: soft`` mirror's ``_deleted`` and ``_deleted_at``
+always.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from pipelines.layout import SYSTEM_COLUMNS
+from pipelines.layout import SOFT_DELETE_COLUMNS, SYSTEM_COLUMNS
 from pipelines.mirror_columns import source_types, table_properties
 from pipelines.mirror_key import key_of
 from pipelines.sql import export_expr
@@ -43,7 +44,12 @@ def export_table(spark: SparkSession, ref: TableRef, with_system_columns: bool =
     props = table_properties(spark, ref)
     key = list(key_of(props))
     types = source_types(df, props)
-    fields = [f for f in df.schema.fields if with_system_columns or f.name not in SYSTEM_COLUMNS]
+    # a soft-deleted row is exported with its marks (``_deleted``, ``_deleted_at``: deletes: soft)
+    fields = [
+        f
+        for f in df.schema.fields
+        if with_system_columns or f.name not in SYSTEM_COLUMNS or f.name in SOFT_DELETE_COLUMNS
+    ]
     exprs = [f"{export_expr(f.name, f.dataType.simpleString())} AS `c{i}`" for i, f in enumerate(fields)]
     rows = []
     for r in df.selectExpr(*exprs).collect():

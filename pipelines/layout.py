@@ -96,7 +96,10 @@ LINEAGE_COLUMNS = tuple(name for name, _, _ in LINEAGE)
 LINEAGE_SOURCES = tuple((name, source) for name, _, source in LINEAGE)
 #: The identity of a row of a table without a key (multiset): the change that inserted it.
 ROW_ID_COLUMN = "_row_id"
-SYSTEM_COLUMNS = (*LINEAGE_COLUMNS, ROW_ID_COLUMN)
+#: The columns of a mirror with ``deletes: soft``: a DELETE keeps the row, marked deleted as of its event time.
+SOFT_DELETE_DDL: tuple[tuple[str, str], ...] = (("_deleted", "BOOLEAN"), ("_deleted_at", "TIMESTAMP"))
+SOFT_DELETE_COLUMNS = tuple(name for name, _ in SOFT_DELETE_DDL)
+SYSTEM_COLUMNS = (*LINEAGE_COLUMNS, ROW_ID_COLUMN, *SOFT_DELETE_COLUMNS)
 
 for _columns in (CHANGE_FIELDS, HEARTBEAT_COLUMNS, DDL_COLUMNS, SKIPPED_COLUMNS):
     assert set(_columns) <= set(_TYPES), set(_columns) - set(_TYPES)

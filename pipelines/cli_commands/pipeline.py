@@ -113,7 +113,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         f"{counts['heartbeats']} heartbeats, {counts['ddl_log']} DDL, {counts['quarantine']} quarantined, "
         f"{counts['skipped']} with changes of skipped tables; "
         f"this run applied {summary.applied} changes ({summary.stale} stale skipped, "
-        f"{summary.gold_quarantined} quarantined in gold)"
+        f"{summary.gold_quarantined} quarantined in gold"
+        + (f", {summary.filtered} outside a where)" if summary.filtered else ")")
     )
     return 0
 

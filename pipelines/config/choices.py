@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.config.checker import Checker
 from pipelines.config.fields import HISTORY, NAMING
-from pipelines.config.model import MAX_CLUSTER_COLUMNS
+from pipelines.config.model import DELETE_MODES, MAX_CLUSTER_COLUMNS, TYPE_MAPPINGS
 from pipelines.names import DEFAULT_NAMING_TEMPLATE, MirrorNaming, naming_errors
 from pipelines.selection import TableFilter, skipped_everywhere
 
@@ -129,6 +129,48 @@ def table_choices(
                 v.fail(f"{where}.cluster_by[{i}]", f"column {c!r} is left out of the mirror ({field.rsplit('.')[-1]})")
         out["cluster_by"] = cluster
     out["ignore_null_updates"] = optional_boolean(v, t, "ignore_null_updates", where)
+    out.update(row_options(v, t, where))
+    return out
+
+
+def row_options(v: Checker, t: Mapping, where: str) -> dict[str, Any]:
+    """``deletes`` (hard | soft), ``from`` (regular expressions: pipelines.routing) and ``where`` (a non-empty
+    Spark SQL boolean; gold parses it and checks its columns against the mirror's, pipelines.gold.where)."""
+    out: dict[str, Any] = {}
+    if t.get("deletes") is not None:
+        if t["deletes"] not in DELETE_MODES:
+            v.fail(f"{where}.deletes", f"must be one of {', '.join(DELETE_MODES)}, got {t['deletes']!r:.80}")
+        else:
+            out["deletes"] = t["deletes"]
+    if t.get("where") is not None:
+        if not isinstance(t["where"], str) or not t["where"].strip():
+            v.fail(f"{where}.where", f"must be a Spark SQL boolean expression, got {t['where']!r:.80}")
+        else:
+            out["where"] = t["where"].strip()
+    if t.get("computed") is not None:
+        raw = t["computed"] if isinstance(t["computed"], dict) else None
+        if raw is None:
+            v.fail(f"{where}.computed", f"must be a mapping column → Spark SQL expression, got {t['computed']!r:.80}")
+        for column, text in (raw or {}).items():
+            if not isinstance(text, str) or not text.strip():
+                v.fail(f"{where}.computed.{column}", f"must be a Spark SQL expression, got {text!r:.80}")
+            elif str(column) in (t.get("columns") or {}):
+                v.fail(f"{where}.computed.{column}", "is a column of the table: a computed column needs its own name")
+        out["computed"] = {str(c): x.strip() for c, x in (raw or {}).items() if isinstance(x, str) and x.strip()}
+    if t.get("partition_by") is not None:
+        out["partition_by"] = names(v, t["partition_by"], f"{where}.partition_by", "a column")
+        if t.get("cluster_by"):
+            v.fail(where, "give cluster_by or partition_by, not both (Delta clusters or partitions a table)")
+        known = {*(t.get("columns") or {}), *out.get("computed", {}), *(["_source_table"] if t.get("from") else [])}
+        for i, c in enumerate(out["partition_by"]):
+            if t.get("columns") and c not in known:
+                v.fail(f"{where}.partition_by[{i}]", f"column {c!r:.80} is not among the columns or computed columns")
+    if "type_mapping" in t:
+        out["type_mapping"] = type_mapping(v, t["type_mapping"], f"{where}.type_mapping")
+    if t.get("from") is not None:
+        out["from_tables"] = names(v, t["from"], f"{where}.from", "a regular expression over db.table")
+        if not out["from_tables"]:
+            v.fail(f"{where}.from", "an empty list routes no table: leave it out")
     return out
 
 
@@ -168,7 +210,18 @@ def skipped_tables(
     could never apply."""
     top_filter = TableFilter("", *top)
     filters = [TableFilter(f"sources[{i}].", s.include, s.exclude) for i, s in enumerate(sources)]
-    for name in tables:
+    for name, tc in tables.items():
+        if tc.from_tables:  # a mirror fed by shards: its own name need not be a source table's
+            continue
         reason = skipped_everywhere(name, top_filter, filters)
         if reason:
             v.fail(f"tables.{name}", f"is configured but no source keeps it: {reason}")
+
+
+def type_mapping(v: Checker, raw: Any, where: str) -> tuple[str, ...]:
+    """``type_mapping`` (top level, a source's, a table's): a list of :data:`TYPE_MAPPINGS` (empty: none)."""
+    chosen = names(v, raw or [], where, "a type mapping")
+    for i, m in enumerate(chosen):
+        if m not in TYPE_MAPPINGS:
+            v.fail(f"{where}[{i}]", f"unknown type mapping {m!r:.80}; known: {', '.join(TYPE_MAPPINGS)}")
+    return chosen

@@ -20,11 +20,13 @@ from pipelines.config.model import (
     DEFAULT_NEW_MIRRORS_PER_BATCH,
     DEFAULT_SCHEMA_POLICY,
     DEFAULT_TABLE_FEATURES,
+    DELETE_MODES,
     INVALID_VALUE_POLICIES,
     MAX_CLUSTER_COLUMNS,
     MAX_GOLD_PARALLELISM,
     SCHEMA_POLICIES,
     TABLE_FEATURES,
+    TYPE_MAPPINGS,
 )
 from pipelines.formats.base import (
     DEFAULT_MAX_DEPTH,
@@ -139,6 +141,14 @@ TOP_LEVEL = Section(
         ),
         Field("status", "mapping (see `status`)", "{}", "When `lakecdc status` exits 1."),
         Field("gold", "mapping (see `gold`)", "{}", "How gold applies a micro-batch."),
+        Field(
+            "type_mapping",
+            "list of: " + " | ".join(TYPE_MAPPINGS),
+            "[]",
+            "Trade exact types for a schema that never breaks: to-string (every column STRING, each value's "
+            "exact canonical text), bigint-unsigned-to-bigint (values above 2^63-1 quarantined); "
+            "tinyint1-not-bool and char-to-string are how lakecdc reads those types anyway (docs/row-options.md).",
+        ),
         Field(
             "include",
             _TABLE_PATTERNS,
@@ -279,6 +289,12 @@ SOURCE = Section(
         Field("include", _TABLE_PATTERNS, "[]", "The tables kept of this source (empty: every table)."),
         Field("exclude", _TABLE_PATTERNS, "[]", "Tables of this source skipped (counted in `silver.skipped`)."),
         Field(
+            "type_mapping",
+            "list of: " + " | ".join(TYPE_MAPPINGS),
+            "(the top-level `type_mapping`)",
+            "This source's tables' type mappings, over the top level's (docs/row-options.md).",
+        ),
+        Field(
             "ignore_null_updates",
             "true | false",
             "false",
@@ -369,6 +385,46 @@ TABLE = Section(
             f"list of at most {MAX_CLUSTER_COLUMNS} column names",
             "[]",
             "Delta liquid clustering columns of the mirror (none: not clustered).",
+        ),
+        Field(
+            "from",
+            "list of regular expressions over `db.table`",
+            "[]",
+            "Every source table whose whole name matches feeds this one mirror (shards), its name in the column "
+            "`_source_table`; a table matching two entries is refused (docs/row-options.md).",
+        ),
+        Field(
+            "deletes",
+            " | ".join(DELETE_MODES),
+            "hard",
+            "soft: a DELETE keeps the row with `_deleted` true and `_deleted_at` its event time, a TRUNCATE marks "
+            "every row, a later INSERT revives it; needs a key (docs/row-options.md).",
+        ),
+        Field(
+            "type_mapping",
+            "list of: " + " | ".join(TYPE_MAPPINGS),
+            "(the source's, else the top-level `type_mapping`)",
+            "This table's type mappings (docs/row-options.md).",
+        ),
+        Field(
+            "computed",
+            "mapping: column → Spark SQL expression",
+            "{}",
+            "Columns gold adds to the mirror, each an expression over the row's typed columns, evaluated at apply; "
+            "a row it fails on is quarantined (docs/row-options.md).",
+        ),
+        Field(
+            "partition_by",
+            "list of column names (or computed columns)",
+            "[]",
+            "Delta partition columns of the mirror, set when gold creates it (not with `cluster_by`).",
+        ),
+        Field(
+            "where",
+            "string (a Spark SQL boolean over the row's columns)",
+            "null",
+            "Only rows that match are in the mirror: other changes are counted `skipped`, an UPDATE that leaves "
+            "the filter deletes the row, one that enters it inserts it (docs/row-options.md).",
         ),
         Field(
             "ignore_null_updates",

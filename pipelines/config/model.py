@@ -47,6 +47,11 @@ MAX_GOLD_PARALLELISM = 64
 #: (documents as their exact JSON text), for readers that lack them (docs/readers.md).
 TABLE_FEATURES = ("full", "compatible")
 DEFAULT_TABLE_FEATURES = "full"
+#: Type mappings (``type_mapping``, Paimon's ``--type_mapping``): which exactness a mirror gives up for a schema
+#: that never breaks (pipelines.gold.type_mapping, docs/row-options.md).
+TYPE_MAPPINGS = ("to-string", "tinyint1-not-bool", "char-to-string", "bigint-unsigned-to-bigint")
+#: What a DELETE does to the mirror's row (``tables.<name>.deletes``): remove it, or mark it deleted.
+DELETE_MODES = ("hard", "soft")
 #: Delta liquid clustering takes at most this many columns (``tables.<name>.cluster_by``).
 MAX_CLUSTER_COLUMNS = 4
 
@@ -77,6 +82,7 @@ class Source:
     include: tuple[str, ...] = ()  # table names or glob patterns this source keeps (empty: every table)
     exclude: tuple[str, ...] = ()  # ... and skips (pipelines.selection)
     ignore_null_updates: bool | None = None  # NULL in an UPDATE means "unchanged"; None: not set here
+    type_mapping: tuple[str, ...] | None = None  # None: the top level's
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,12 @@ class TableConfig:
     history_except_columns: tuple[str, ...] = ()  # ``history: {except_columns: [...]}``: changes ignored
     ignore_null_updates: bool | None = None  # None: the source's setting, else false
     cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns of the mirror (none by default)
+    deletes: str = "hard"  # hard | soft: a DELETE keeps the row, _deleted = true (pipelines.gold.soft)
+    where: str | None = None  # Spark SQL over the row's columns: rows that do not match stay out (gold.where)
+    computed: Mapping[str, str] = field(default_factory=dict)  # column → Spark SQL over the row (gold.computed)
+    partition_by: tuple[str, ...] = ()  # Delta partition columns of a new mirror (not with cluster_by)
+    type_mapping: tuple[str, ...] | None = None  # None: the source's, else the top level's
+    from_tables: tuple[str, ...] = ()  # ``from``: regexes over db.table; matching tables feed this mirror (routing)
 
     @property
     def decode_columns(self) -> Mapping[str, str]:
@@ -147,6 +159,7 @@ class PipelineConfig:
     gold_table_features: str = DEFAULT_TABLE_FEATURES  # gold.table_features: what a new mirror enables
     include: tuple[str, ...] = ()  # table names or glob patterns every source keeps (empty: every table)
     exclude: tuple[str, ...] = ()  # ... and skips (pipelines.selection)
+    type_mapping: tuple[str, ...] = ()  # every table's, unless its source or its entry says otherwise
     origin: str = "<config>"
 
     def decode_context(self, format_id: str | None = None) -> DecodeContext:

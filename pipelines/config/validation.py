@@ -42,6 +42,7 @@ from pipelines.formats.base import (
 )
 from pipelines.formats.confluent import registry_settings
 from pipelines.quality.rules import parse_duration, parse_expectations
+from pipelines.routing import config_problems as routing_problems
 from pipelines.values import is_known_type
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -109,6 +110,8 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     tables_raw = v.mapping(root.get("tables") or {}, "tables")
     tables = {str(name): v.table(str(name), spec, f"tables.{name}") for name, spec in tables_raw.items()}
     choices.skipped_tables(v, tables, (include, exclude), sources)
+    for where, message in routing_problems(tables):
+        v.fail(where, message)
     trigger = root.get("trigger", "available_now")
     if trigger not in ("available_now", "continuous"):
         v.fail("trigger", f"must be available_now or continuous, got {trigger!r}")
@@ -162,6 +165,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         gold_table_features=gold_table_features,
         include=include,
         exclude=exclude,
+        type_mapping=choices.type_mapping(v, root.get("type_mapping"), "type_mapping"),
         origin=origin,
     )
     for where, message in location_errors(config):
@@ -247,6 +251,9 @@ class _Validator(Checker):
             include=include,
             exclude=exclude,
             ignore_null_updates=choices.optional_boolean(self, s, "ignore_null_updates", where),
+            type_mapping=choices.type_mapping(self, s["type_mapping"], f"{where}.type_mapping")
+            if "type_mapping" in s
+            else None,
         )
 
     def rule(self, parser: Any, *args: Any) -> Any:
@@ -333,7 +340,8 @@ class _Validator(Checker):
                     "blob, ...; any text type such as varchar or text is kept as STRING)",
                 )
             columns[str(column)] = str(typ)
-        missing = [c for c in key if columns and c not in columns]
+        routed = {"_source_table"} if t.get("from") else set()  # a sharded mirror's column (pipelines.routing)
+        missing = [c for c in key if columns and c not in columns and c not in routed]
         if missing:
             self.fail(f"{where}.key", f"key column {missing[0]!r} is not among the columns")
         rules = self.rule(parse_expectations, t.get("expectations"), f"{self.origin}: {where}.expectations")

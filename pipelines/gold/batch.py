@@ -92,6 +92,7 @@ class GoldStats:
     applied: int = 0
     stale: int = 0
     quarantined: int = 0
+    skipped: int = 0  # changes a table's ``where`` leaves out (pipelines.gold.where)
     tables: set[str] = field(default_factory=set)
     changes: int = 0  # the changes the batch held for these tables
     written: dict[str, WrittenMirror] = field(default_factory=dict)  # by state key: mirrors written
@@ -105,6 +106,7 @@ class GoldStats:
         self.applied += other.applied
         self.stale += other.stale
         self.quarantined += other.quarantined
+        self.skipped += other.skipped
         self.tables |= other.tables
         self.changes += other.changes
         for key, mirror in other.written.items():
@@ -126,8 +128,8 @@ class GoldStats:
 
     @property
     def unaccounted(self) -> int:
-        """Changes neither applied, stale nor quarantined: 0, else gold lost count of some."""
-        return self.changes - self.applied - self.stale - self.quarantined
+        """Changes neither applied, stale, quarantined nor skipped: 0, else gold lost count of some."""
+        return self.changes - self.applied - self.stale - self.quarantined - self.skipped
 
 
 @dataclass

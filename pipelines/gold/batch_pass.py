@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
 from pipelines.gold.batch import BatchContext, GoldStats, Step
+from pipelines.gold.computed import with_computed
 from pipelines.gold.decide import (
     check_changes,
     fold_inputs,
@@ -37,9 +38,12 @@ from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch, so
 from pipelines.gold.settings import GOLD_SESSION_CONF, SMALL_BATCH, batch_settings, small_batch_conf
 from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
 from pipelines.gold.steps import StepClock
+from pipelines.gold.type_mapping import map_batch_types
+from pipelines.gold.where import count_skipped, filtered
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import change_check_rows
+from pipelines.routing import route_shards
 from pipelines.warehouse import SOURCE_IDENTITY_PROPERTY, Warehouse
 
 if TYPE_CHECKING:
@@ -163,6 +167,7 @@ class BatchPass:
                     batch_df = batch_df.unionByName(waiting, allowMissingColumns=True).dropDuplicates(
                         ["bronze_position", "change_index"]
                     )
+            batch_df = map_batch_types(route_shards(batch_df, self.cfg), self.cfg)  # from, type_mapping
             batch = cached = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
             try:
                 with self.clock.step("plan"):
@@ -229,8 +234,11 @@ class BatchPass:
         from pyspark.sql import functions as F
 
         checks = self.cfg.quality_checks
-        self.checked = self._batch_expectations(check_changes(batch, self.plans, self.lookups)).persist()
-        good = self.checked.where("reason IS NULL")
+        checked = with_computed(self.spark, check_changes(batch, self.plans, self.lookups), self.plans)  # computed
+        self.checked = self._batch_expectations(checked).persist()
+        good, skipped = filtered(self.checked.where("reason IS NULL"), self.plans)  # tables.<name>.where
+        if skipped is not None:
+            self.stats.skipped += count_skipped(skipped)
         keyed = keyed_changes(good, self.lookups)
         wanted = keyed.select(F.col(MIRROR).alias("mirror"), "k").distinct()
         small = sum(p.profile.changes for p in self.plans.values()) <= BROADCAST_CHANGES

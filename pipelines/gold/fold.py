@@ -29,12 +29,14 @@ FOLD_START = f"named_struct('live', false, 'full', false, 'img', {EMPTY_MAP})"
 VALUES, WRITTEN = "vals", "written"
 
 
-def fold_step(prev: str) -> str:
-    """SQL of the state after change ``c`` (a partial UPDATE overlays; anything else replaces)."""
+def fold_step(prev: str, soft: str = "false") -> str:
+    """SQL of the state after change ``c`` (a partial UPDATE overlays; anything else replaces). Where ``soft``
+    (SQL: the key's mirror has ``deletes: soft``) a DELETE keeps the image it ends, to mark it deleted."""
     return f"""named_struct(
         'live', c.op != 'DELETE',
-        'full', NOT c.partial OR {prev}.full,
-        'img', CASE WHEN c.op = 'DELETE' THEN {EMPTY_MAP}
+        'full', CASE WHEN c.op = 'DELETE' AND {soft} THEN {prev}.full ELSE NOT c.partial OR {prev}.full END,
+        'img', CASE WHEN c.op = 'DELETE' AND {soft} THEN {prev}.img
+                    WHEN c.op = 'DELETE' THEN {EMPTY_MAP}
                     WHEN c.partial THEN map_concat({prev}.img, c.after)
                     ELSE c.after END)"""
 
@@ -85,11 +87,12 @@ def state_structs(state: str, key: tuple[str, ...], shape: MirrorShape) -> tuple
     return named_struct(values), named_struct(written)
 
 
-def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k")) -> DataFrame:
+def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k"), soft: Iterable[str] = ()) -> DataFrame:
     """One row per key: the state its changes leave (``st``: ``live``, ``full``, ``img``), the key columns
     ``kimg``, whether the mirror held the key before the first of them (``first_prev_live``), the lineage
     columns of the last change (``last``), and where the rows have it, ``held``: the value hashes key state
-    held for a live key (:func:`pipelines.gold.decide.key_state_rows`)."""
+    held for a live key (:func:`pipelines.gold.decide.key_state_rows`). ``soft``: the mirrors (state keys)
+    with ``deletes: soft``, whose DELETEs keep the row's image."""
     from pyspark.sql import functions as F
 
     held = [F.first("held", ignorenulls=True).alias("held")] if "held" in rows.columns else []
@@ -100,12 +103,14 @@ def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k")) -> Data
         *held,
     )
     ordered = f"array_sort(chs, {BY_ORD})"
+    soft = sorted(soft)
+    soft_sql = f"mirror IN ({', '.join(lit(m) for m in soft)})" if soft and "mirror" in by else "false"
     return per_key.selectExpr(
         *by,
         "kimg",
         "first_prev_live",
         *(["held"] if held else []),
-        f"aggregate({ordered}, {FOLD_START}, (acc, c) -> {fold_step('acc')}) AS st",
+        f"aggregate({ordered}, {FOLD_START}, (acc, c) -> {fold_step('acc', soft_sql)}) AS st",
         f"element_at({ordered}, -1) AS last",
     )
 

@@ -27,6 +27,7 @@ from pipelines.delta_writes import append_once, checkpointed_merge_settings
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.fold import VALUES, WRITTEN, data_columns, lineage_sql, named_struct, state_structs, struct_field
 from pipelines.gold.schema import MirrorShape
+from pipelines.gold.soft import soft_clauses
 from pipelines.layout import LINEAGE_COLUMNS
 from pipelines.sql import q, typed
 
@@ -46,6 +47,7 @@ class KeyWrites:
     updated: int | None = None
     deleted: int | None = None
     appended: bool = False
+    soft: bool = False  # a ``deletes: soft`` mirror: its DELETEs update rows (see :attr:`differences`)
 
     @property
     def keys(self) -> int:
@@ -55,6 +57,8 @@ class KeyWrites:
     def differences(self) -> int | None:
         if self.inserted is None:
             return None
+        if self.soft:  # a matched DELETE updates, a key inserted and deleted in one batch inserts: only
+            return self.deleted  # a row Delta removed is a difference (a soft mirror never removes one)
         return (
             abs(self.inserted - self.expected_inserted)
             + abs(self.updated - self.expected_updated)
@@ -73,7 +77,7 @@ def merge_source(folded: DataFrame, key: tuple[str, ...], shape: MirrorShape) ->
     values, written = state_structs("st", key, shape)
     return folded.selectExpr(
         f"{typed_key(key, shape)} AS k", "st.live AS live", f"{values} AS {VALUES}", f"{written} AS {WRITTEN}",
-        *lineage_sql(),
+        *lineage_sql(), "size(st.img) > 0 AS held_row",
     )  # fmt: skip
 
 
@@ -85,15 +89,18 @@ def apply_keyed(
     writes: KeyWrites,
     careful: bool,
     may_append: bool = True,
+    soft: bool = False,
 ) -> KeyWrites:
     """Write one mirror's folded keys: an append where key state says no key is in the mirror, else one
     MERGE. ``writes`` carries what key state expects; Delta's counts are added to it. ``may_append`` False:
     a MERGE whatever key state says (changes that waited may have been applied once by an attempt that
-    crashed before it recorded its progress, and a MERGE sets rows to states: applied twice, as once)."""
-    if not writes.keys:
+    crashed before it recorded its progress, and a MERGE sets rows to states: applied twice, as once).
+    ``soft`` (``deletes: soft``): always a MERGE, whose DELETEs mark rows (:mod:`pipelines.gold.soft`)."""
+    writes.soft = soft
+    if not writes.keys and not soft:
         return writes
     source = merge_source(folded, key, shape)
-    if may_append and not writes.expected_updated and not writes.expected_deleted:
+    if may_append and not soft and not writes.expected_updated and not writes.expected_deleted:
         appended = append_once(
             _as_mirror_rows(ctx, source, key, shape), ctx.ident.ref, ctx.marker(Step.MIRROR), careful
         )
@@ -101,7 +108,7 @@ def apply_keyed(
             writes.inserted, writes.updated, writes.deleted = writes.expected_inserted, 0, 0
         writes.appended = True
         return writes
-    merged = merge_keyed(ctx, source, key, shape)
+    merged = merge_keyed(ctx, source, key, shape, soft)
     if merged is not None:
         writes.inserted = int(merged["num_inserted_rows"])
         writes.updated = int(merged["num_updated_rows"])
@@ -124,7 +131,9 @@ def _as_mirror_rows(ctx: BatchContext, source: DataFrame, key: tuple[str, ...], 
     )
 
 
-def merge_keyed(ctx: BatchContext, source: DataFrame, key: tuple[str, ...], shape: MirrorShape) -> Row | None:
+def merge_keyed(
+    ctx: BatchContext, source: DataFrame, key: tuple[str, ...], shape: MirrorShape, soft: bool = False
+) -> Row | None:
     """One MERGE into the mirror: live keys updated (the columns they write) or inserted, deleted keys
     removed. Returns Delta's metrics row, None where Delta skipped it as already committed. The source is
     a batch-level checkpoint, read twice without Delta copying it again
@@ -141,14 +150,19 @@ def merge_keyed(ctx: BatchContext, source: DataFrame, key: tuple[str, ...], shap
     insert_values.update({q(c): values[c] for c in data_cols})
     insert_values.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
     with ctx.txn(Step.MIRROR, checkpointed_merge_settings(spark, ident.ref)):
-        result = (
-            ident.ref.delta(spark)
-            .alias("t")
-            .merge(source.alias("s"), on)
-            .whenMatchedDelete(condition="NOT s.live")
-            .whenMatchedUpdate(condition="s.live", set=update_set)
-            .whenNotMatchedInsert(condition="s.live", values=insert_values)
-            .execute()
-        )
+        merge = ident.ref.delta(spark).alias("t").merge(source.alias("s"), on)
+        if soft:
+            for kind, condition, assigned in soft_clauses(update_set, insert_values):
+                if kind == "matched":
+                    merge = merge.whenMatchedUpdate(condition=condition, set=assigned)
+                else:
+                    merge = merge.whenNotMatchedInsert(condition=condition, values=assigned)
+        else:
+            merge = (
+                merge.whenMatchedDelete(condition="NOT s.live")
+                .whenMatchedUpdate(condition="s.live", set=update_set)
+                .whenNotMatchedInsert(condition="s.live", values=insert_values)
+            )
+        result = merge.execute()
         rows = result.collect()
     return rows[0] if rows else None

@@ -12,18 +12,24 @@ restarted stream starts with an empty cache.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig, TableConfig
+from pipelines.gold.computed import PartitionBy, computed_types, creation_columns, ensure_computed_columns
 from pipelines.gold.identity import MirrorIdentity, identity_conflict
 from pipelines.gold.profile import TableProfile
-from pipelines.gold.schema import MirrorShape, shape_mirror
+from pipelines.gold.schema import CLUSTER_PROPERTY, MirrorShape, shape_mirror
+from pipelines.gold.soft import ensure_soft_columns, is_soft, keyless_refusal
 from pipelines.gold.state import KEY_STATE_PROPERTY, state_since
 from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
+from pipelines.gold.type_mapping import map_type, mappings_for
+from pipelines.gold.where import where_problem
 from pipelines.mirror_columns import mirror_schema, table_properties
 from pipelines.mirror_key import KEY_PROPERTY, key_of
+from pipelines.routing import route_problem
 from pipelines.warehouse import Warehouse, mirror_parts
 
 if TYPE_CHECKING:
@@ -125,6 +131,8 @@ class TablePlan:
     created: bool = False  # the mirror was created by this batch
     #: the batch since which the mirror's keys are in key state (-1: adopted; None: not yet, adopt it)
     since: int | None = None
+    #: computed columns: name → (source type, the columns its expression reads) (pipelines.gold.computed)
+    computed: dict | None = None
 
     @property
     def name(self) -> str:
@@ -187,16 +195,29 @@ def _plan_table(
     meta = cache.get(spark, ident.ref)
     props = dict(meta.props) if meta else None
     plan = TablePlan(profile, ident, tc, props, max_delay=_max_delay(cfg, tc))
-    plan.conflict = identity_conflict(ident, props)
+    plan.conflict = route_problem(cfg, profile.source.name) or identity_conflict(ident, props)
     if plan.conflict:
         return plan
     plan.key = resolve_key(props, profile, tc)
+    if (is_soft(tc) or (tc and tc.where)) and not plan.key:
+        plan.conflict = keyless_refusal(ident.source_table, "deletes: soft" if is_soft(tc) else "where")
+        return plan
+    mappings = mappings_for(cfg, next(iter(profile.sources), None), profile.source.name)
+    configured = {c: map_type(t, mappings) for c, t in tc.columns.items()} if tc else {}
+    layout = tc.cluster_by if tc else ()
+    if tc and props is None and tc.computed:  # a new mirror: its computed columns too (one may partition it)
+        configured, problem = creation_columns(spark, ident.source_table, tc.computed, configured, profile.columns)
+        if problem:
+            plan.conflict = problem
+            return plan
+    if tc and tc.partition_by:  # at creation only: Delta cannot partition an existing table
+        layout = PartitionBy(tc.partition_by) if props is None else json.loads(props.get(CLUSTER_PROPERTY) or "[]")
     plan.shape = shape_mirror(
         spark,
         ident,
         props,
         plan.key,
-        dict(tc.columns) if tc else {},
+        configured,
         profile.columns,
         profile.shapes,
         profile.schemaless,
@@ -205,9 +226,21 @@ def _plan_table(
         formats=profile.formats,
         existing=meta.schema if meta else None,
         new_props={KEY_STATE_PROPERTY: str(batch_id)},
-        cluster_by=tc.cluster_by if tc else (),
+        cluster_by=layout,
     )
     plan.since = batch_id if props is None else state_since(props)
+    problem = where_problem(spark, ident.source_table, tc.where, plan.shape.columns) if tc and tc.where else None
+    if problem:  # the mirror exists; the table's changes go to quarantine with why
+        plan.conflict, plan.shape = problem, None
+        return plan
+    if tc and tc.computed:
+        plan.computed, problem = computed_types(spark, ident.source_table, tc.computed, plan.shape.columns)
+        if problem:
+            plan.conflict, plan.shape = problem, None
+            return plan
+        plan.shape.altered |= ensure_computed_columns(spark, plan, plan.computed)
+    if is_soft(tc) and ensure_soft_columns(spark, ident, meta.schema if meta and not plan.shape.altered else None):
+        plan.shape.altered = True
     if props is None or plan.shape.altered:
         cache.forget(ident.ref)  # later source tables of this batch see a new mirror, and its identity
         plan.created = props is None

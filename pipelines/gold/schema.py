@@ -253,8 +253,9 @@ def refuse_name_clashes(
 
 
 def _clustering(columns: Sequence[str]) -> str:
-    """``CLUSTER BY (...)`` for a new table (nothing without columns)."""
-    return f"CLUSTER BY ({', '.join(q(c) for c in columns)}) " if columns else ""
+    """``CLUSTER BY (...)`` for a new table (``PARTITIONED BY`` for :class:`PartitionBy`; nothing without columns)."""
+    word = "PARTITIONED BY" if type(columns).__name__ == "PartitionBy" else "CLUSTER BY"
+    return f"{word} ({', '.join(q(c) for c in columns)}) " if columns else ""
 
 
 def _wanted_type(column: str, configured: dict[str, str], sightings: dict[str, ColumnSighting]) -> str | None:

@@ -29,6 +29,7 @@ from pipelines.gold.multiset import apply_multiset
 from pipelines.gold.parallel import apply_all
 from pipelines.gold.plan import TablePlan
 from pipelines.gold.profile import SOURCE_TABLE
+from pipelines.gold.soft import is_soft, soft_mirrors
 from pipelines.gold.state import LATER, Pending
 from pipelines.gold.truncate import apply_truncate, truncate_mirror
 from pipelines.quality.batch import check_mirror
@@ -55,7 +56,7 @@ class MicroBatch(BatchPass):
         self.waited = {m: self._through(self.keyed[m]) for m in due if m in stream.pending}
         deferred = [m for m in self.keyed if m not in due and self._fresh(m)]
         with self.clock.step("fold"):
-            fresh_folded = fold_per_key(self.fresh).localCheckpoint()
+            fresh_folded = fold_per_key(self.fresh, soft=soft_mirrors(self.plans.values())).localCheckpoint()
         try:
             tasks: dict[str, Callable[[SparkSession], object]] = {}
             if any(self._fresh(m) for m in self.keyed):
@@ -164,7 +165,7 @@ class MicroBatch(BatchPass):
         waiting = self.state.pending_changes(self.spark, dict(self.waited), before)
         both = self.fresh.where(F.col("mirror").isin(list(self.waited))).unionByName(waiting, allowMissingColumns=True)
         self.changes_of.update({m: mine(both, m) for m in self.waited})
-        with checkpointed(fold_per_key(both)) as joined:
+        with checkpointed(fold_per_key(both, soft=soft_mirrors(self.plans.values()))) as joined:
             folded.update({m: mine(joined, m) for m in self.waited})
             yield folded
 
@@ -204,7 +205,7 @@ class MicroBatch(BatchPass):
 
         ctx = self._context(session, plan)
         if plan.truncates:
-            truncate_mirror(ctx, plan.profile, plan.truncated_seq, plan.history)
+            truncate_mirror(ctx, plan.profile, plan.truncated_seq, plan.history, soft=is_soft(plan.tc))
             self.stream.cache.forget(plan.ident.ref)
         if plan.history is not None:
             changes = self.changes_of[plan.mirror].withColumn("k", F.expr(typed_key(plan.key, plan.shape)))
@@ -217,6 +218,7 @@ class MicroBatch(BatchPass):
             writes,
             careful=self.stream.careful,
             may_append=plan.mirror not in self.waited,
+            soft=is_soft(plan.tc),
         )
         if self.cfg.quality_checks:
             ctx.record(key_check_rows(plan.ident.mirror_name, plan.key, writes, self.app_id, self.batch_id))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.order import ORD, ord_literal
 from pipelines.gold.profile import TableProfile
+from pipelines.gold.soft import DELETED, soft_truncate_set
 from pipelines.sql import lit
 
 if TYPE_CHECKING:
@@ -25,15 +26,25 @@ if TYPE_CHECKING:
 TRUNCATED_SEQ_PROPERTY = "lakecdc.truncated_seq"
 
 
-def truncate_mirror(ctx: BatchContext, profile: TableProfile, truncated_seq: str, history: TableRef | None) -> str:
-    """Empty the mirror as of the batch's last TRUNCATE: its rows up to that sequence go, the history's
-    current versions close at it, and the mirror's ``lakecdc.truncated_seq`` rises to it (``truncated_seq``:
-    as the property held it when the batch began). Returns the sequence changes must now be newer than."""
+def truncate_mirror(
+    ctx: BatchContext, profile: TableProfile, truncated_seq: str, history: TableRef | None, soft: bool = False
+) -> str:
+    """Empty the mirror as of the batch's last TRUNCATE: its rows up to that sequence go (``soft``: are
+    marked deleted, :mod:`pipelines.gold.soft`), the history's current versions close at it, and the
+    mirror's ``lakecdc.truncated_seq`` rises to it (``truncated_seq``: as the property held it when the
+    batch began). Returns the sequence changes must now be newer than."""
     from pyspark.sql import functions as F
 
     spark, ident = ctx.spark, ctx.ident
+    covered = F.col("_seq") <= F.lit(profile.truncate_seq)
     with ctx.txn(Step.TRUNCATE):
-        ident.ref.delta(spark).delete(F.col("_seq") <= F.lit(profile.truncate_seq))
+        if soft:
+            ident.ref.delta(spark).update(
+                condition=covered & ~F.coalesce(F.col(DELETED), F.lit(False)),
+                set={c: F.expr(v) for c, v in soft_truncate_set(profile.truncate_time).items()},
+            )
+        else:
+            ident.ref.delta(spark).delete(covered)
     if history is not None and history.exists(spark):
         with ctx.txn(Step.TRUNCATE_HISTORY):
             history.delta(spark).update(

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipelines.layout import LINEAGE_COLUMNS
+from pipelines.layout import SYSTEM_COLUMNS
 from pipelines.mirror_columns import source_types
 from pipelines.quality.batch import QualityFailure, run_checks
 from pipelines.quality.gx_session import great_expectations, utc_now
@@ -212,7 +212,7 @@ def reconcile_frame(spark: SparkSession, mirror: MirrorFrames, snapshot_df: Data
     from pyspark.sql import functions as F
 
     mirror_df = mirror.after
-    cols = [c for c in mirror_df.columns if c not in LINEAGE_COLUMNS]
+    cols = [c for c in mirror_df.columns if c not in SYSTEM_COLUMNS]  # lineage, soft-delete marks
     snap = snapshot_df.where("op = 'SNAPSHOT'").selectExpr(
         *[f"{typed_column('after', c, mirror.columns.get(c))} AS {q(c)}" for c in cols],
         "concat_ws('|', seq, queue_pos, lpad(CAST(change_index AS STRING), 6, '0')) AS _ord",

@@ -5,7 +5,9 @@ Two sources, as a migration service would write them:
 * ``shop_oms`` in OMS Default format (seed 000): ``shop.customers`` and ``shop.orders``,
   with exact decimals, an unsigned BIGINT above 2^63, bytes, DATETIME and TIMESTAMP,
   heartbeats, and one ``ALTER TABLE ... ADD COLUMN`` half way through;
-* ``inventory_canal`` in OMS Canal format (seed 000): ``inventory.stock``.
+* ``inventory_canal`` in OMS Canal format (seed 000): ``inventory.stock``, sharded at the source as
+  ``inventory.stock_0`` and ``inventory.stock_1`` (by SKU) and mirrored as one table (``from``, each row's
+  shard in ``_source_table``), whose deleted rows stay, marked (``deletes: soft``).
 
 A few malformed messages are mixed in (truncated JSON, not JSON, an unknown op): they
 land in quarantine while their neighbours apply.
@@ -129,7 +131,7 @@ def generate_keyed(changes: int, seed: int, dq_faults: bool = False) -> dict[str
         ch = Change(
             op=op,
             db="inventory",
-            table="stock",
+            table=f"stock_{_shard((after or before)['sku'])}",
             key_columns=("sku",),
             before=before,
             after=after,
@@ -260,7 +262,14 @@ def _stock_change(rng, stock, clock, emit):
     emit("INSERT", None, row)
 
 
+def _shard(sku: str) -> int:
+    """The source shard of a SKU: ``inventory.stock_0`` or ``inventory.stock_1``."""
+    return int(sku.rsplit("-", 1)[-1]) % 2
+
+
 SOURCES = {"shop_oms": "oms_default", "inventory_canal": "oms_canal"}
+#: The stock mirror's options: fed by both shards, deleted rows kept (docs/row-options.md).
+ROW_OPTIONS = {STOCK: {"from": [r"inventory\.stock_[0-9]+"], "deletes": "soft"}}
 #: What the shop's analysts expect; broken rows in the traffic make the first two visible.
 EXPECTATIONS = {
     f"demo_tenant.{ORDERS}": [
@@ -296,6 +305,7 @@ def demo_config(
             name: {
                 "key": KEYS[name],
                 "columns": types,
+                **ROW_OPTIONS.get(name, {}),
                 **({"expectations": EXPECTATIONS[name]} if quality and name in EXPECTATIONS else {}),
             }
             for name, types in TABLE_TYPES.items()

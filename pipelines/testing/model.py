@@ -17,7 +17,7 @@ Two genuine changes are never equal that way as long as each has its own seq.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from pipelines.formats.base import Change
 from pipelines.warehouse import SourceTable
@@ -30,10 +30,20 @@ def table_name(change: Change) -> str:
     return SourceTable.of(change.db, change.schema, str(change.table)).name
 
 
+#: The marks of a row of a ``deletes: soft`` mirror (pipelines.gold.soft), as model rows carry them.
+DELETED, DELETED_AT = "_deleted", "_deleted_at"
+
+
 class MirrorModel:
-    def __init__(self) -> None:
+    """``soft``: the tables whose mirrors keep deleted rows (``deletes: soft``): a DELETE marks the row
+    (``_deleted`` ``"true"``, ``_deleted_at`` its event time) and keeps its values, a TRUNCATE marks every
+    row, any other change leaves its row ``_deleted`` ``"false"``; a DELETE of a key never held writes
+    nothing."""
+
+    def __init__(self, soft: Iterable[str] = ()) -> None:
         self._pending: dict[str, list[tuple[tuple[int, ...], int, Change]]] = defaultdict(list)
         self._arrivals = 0
+        self.soft = frozenset(soft)
 
     def add(self, change: Change) -> None:
         """Record one change (any op; DDL and HEARTBEAT do not touch rows)."""
@@ -49,15 +59,24 @@ class MirrorModel:
     def tables(self) -> list[str]:
         return sorted(self._pending)
 
-    def rows(self, table: str) -> list[Row]:
-        """The mirror of ``table``: rows sorted by key (or by value for keyless tables)."""
+    def rows(self, table: str, where: Callable[[Row], bool] | None = None) -> list[Row]:
+        """The mirror of ``table``: rows sorted by key (or by value for keyless tables). ``where``: the
+        table's row filter (``tables.<name>.where``): the mirror holds the rows of the source table that
+        match it, whatever path brought them there."""
+        if where is not None:
+            return [r for r in self.rows(table) if where(r)]
         keyed: dict[tuple, Row] = {}
         keyless: list[Row] = []
         keyless_applied: set[tuple] = set()  # identities of the keyless changes applied
         key_cols: tuple[str, ...] = ()
+        soft = table in self.soft
         for _seq, _arrival, ch in sorted(self._pending.get(table, []), key=lambda t: (t[0], t[1])):
             key_cols = ch.key_columns or key_cols
-            if ch.op == "TRUNCATE":
+            if ch.op == "TRUNCATE" and soft:
+                for k, row in keyed.items():
+                    if row.get(DELETED) != "true":
+                        keyed[k] = {**row, DELETED: "true", DELETED_AT: ch.event_time}
+            elif ch.op == "TRUNCATE":
                 keyed.clear()
                 keyless.clear()
             elif not key_cols:
@@ -65,6 +84,8 @@ class MirrorModel:
                 if identity not in keyless_applied:
                     keyless_applied.add(identity)
                     _apply_keyless(keyless, ch)
+            elif soft:
+                _apply_soft(keyed, key_cols, ch)
             else:
                 _apply_keyed(keyed, key_cols, ch)
         if key_cols:
@@ -97,6 +118,27 @@ def _apply_keyed(rows: dict[tuple, Row], key_cols: tuple[str, ...], ch: Change) 
     else:
         base = current if current is not None else dict(ch.before or {})
         rows[new_key] = {**base, **(ch.after or {})}
+
+
+def _apply_soft(rows: dict[tuple, Row], key_cols: tuple[str, ...], ch: Change) -> None:
+    """A change of a ``deletes: soft`` table: a DELETE (and the old key of an UPDATE that moves its row)
+    marks the row it finds; anything else applies as :func:`_apply_keyed` and leaves its row live."""
+    old_key = _key_of(ch.before, key_cols)
+    if ch.op == "DELETE":
+        k = old_key if old_key is not None else _key_of(ch.after, key_cols)
+        if k in rows:
+            rows[k] = {**rows[k], DELETED: "true", DELETED_AT: ch.event_time}
+        return
+    if ch.op == "UPDATE":
+        new_key = _key_of({**(ch.before or {}), **(ch.after or {})}, key_cols)
+    else:
+        new_key = _key_of(ch.after, key_cols)
+    moved = old_key if ch.op == "UPDATE" and old_key is not None and old_key != new_key else None
+    left = dict(rows[moved]) if moved in rows else None
+    _apply_keyed(rows, key_cols, ch)
+    if left is not None:
+        rows[moved] = {**left, DELETED: "true", DELETED_AT: ch.event_time}
+    rows[new_key] = {**rows[new_key], DELETED: "false", DELETED_AT: None}
 
 
 def _identity(ch: Change) -> tuple:

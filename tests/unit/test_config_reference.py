@@ -158,6 +158,12 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("tables.<name>", "history"): lambda c: c.tables["db.t"].history,
     ("tables.<name>", "columns_exclude"): lambda c: c.tables["db.t"].columns_exclude,
     ("tables.<name>", "cluster_by"): lambda c: c.tables["db.t"].cluster_by,
+    ("tables.<name>", "deletes"): lambda c: c.tables["db.t"].deletes,
+    ("tables.<name>", "where"): lambda c: c.tables["db.t"].where,
+    ("tables.<name>", "from"): lambda c: c.tables["db.t"].from_tables,
+    ("tables.<name>", "computed"): lambda c: c.tables["db.t"].computed,
+    ("", "type_mapping"): lambda c: c.type_mapping,
+    ("tables.<name>", "partition_by"): lambda c: c.tables["db.t"].partition_by,
     ("tables.<name>.history", "except_columns"): lambda c: c.tables["db.t"].history_except_columns,
 }
 

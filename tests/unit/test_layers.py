@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("rules", ("pipelines.quality", "pipelines.quality.rules")),
-    ("config", ("pipelines.config", "pipelines.config.*", "pipelines.selection")),
+    ("config", ("pipelines.config", "pipelines.config.*", "pipelines.selection", "pipelines.routing")),
     (
         "stages",
         (

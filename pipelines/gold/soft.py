@@ -1,0 +1,86 @@
+"""``deletes: soft``: a DELETE keeps the mirror's row, marked ``_deleted = true`` with ``_deleted_at`` its
+event time; a later INSERT (or SNAPSHOT, UPDATE) of the key revives it (``_deleted = false``, ``_deleted_at``
+NULL).
+
+What differs from hard deletes, and where:
+
+* the fold keeps the image a DELETE ends (:func:`pipelines.gold.fold.fold_per_key`, ``soft``), so a key
+  inserted and deleted in one batch still lands as a deleted row with its values;
+* the write is always a MERGE (:func:`soft_clauses`): a matched DELETE updates the row's lineage and marks
+  it, an unmatched DELETE of a key the batch held inserts it marked, a DELETE of a key never seen writes
+  nothing;
+* a TRUNCATE marks every row it covers (:func:`pipelines.gold.truncate.truncate_mirror`);
+* staleness, replays and late changes are decided by key state exactly as for hard deletes (a soft-deleted
+  key is a deleted key there), so a late DELETE older than the key's last change is stale, and a replayed
+  batch sets rows to the same states;
+* a table without a key is refused (:func:`keyless_refusal`): every change of it goes to quarantine with
+  the reason, since a deleted row of a multiset cannot be told from its live twin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from pipelines.layout import SOFT_DELETE_COLUMNS, SOFT_DELETE_DDL
+from pipelines.sql import lit, q
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from pipelines.config import TableConfig
+    from pipelines.gold.identity import MirrorIdentity
+
+SOFT = "soft"
+DELETED, DELETED_AT = SOFT_DELETE_COLUMNS
+
+
+def is_soft(tc: TableConfig | None) -> bool:
+    """The table's mirror keeps deleted rows (``deletes: soft``)."""
+    return tc is not None and getattr(tc, "deletes", "hard") == SOFT
+
+
+def soft_mirrors(plans: Iterable) -> set[str]:
+    """The state keys of the keyed mirrors with ``deletes: soft`` among ``plans`` (:class:`TablePlan`)."""
+    return {p.mirror for p in plans if p.keyed and is_soft(p.tc)}
+
+
+def keyless_refusal(source_table: str, option: str = "deletes: soft") -> str:
+    """Why a table without a key cannot have ``deletes: soft`` (or ``where``): its changes' quarantine reason."""
+    return (
+        f"tables.{source_table}.{option} needs a key, and {source_table} has none (messages name no key "
+        f"and tables.<name>.key is not set): give its key, or remove {option.split(':')[0]}"
+    )
+
+
+def ensure_soft_columns(spark: SparkSession, ident: MirrorIdentity, existing: Iterable[str] | None) -> bool:
+    """Add ``_deleted`` and ``_deleted_at`` to a mirror that lacks them (new, or hard until now); True when
+    it altered the mirror. Rows already there read ``_deleted`` NULL: live. ``existing``: the mirror's
+    columns (None: read them)."""
+    if existing is None:
+        existing = ident.ref.read(spark).columns
+    missing = [(n, t) for n, t in SOFT_DELETE_DDL if n not in set(existing)]
+    if not missing:
+        return False
+    cols = ", ".join(f"{q(n)} {t}" for n, t in missing)
+    spark.sql(f"ALTER TABLE {ident.ref.sql} ADD COLUMNS ({cols})")
+    return True
+
+
+def soft_clauses(update_set: dict[str, str], insert_values: dict[str, str]) -> list[tuple[str, str, dict[str, str]]]:
+    """The MERGE clauses of a soft mirror, as (kind, condition, assignments): ``matched`` / ``not_matched``.
+    ``update_set`` and ``insert_values`` are a hard mirror's (data columns and lineage)."""
+    live = {q(DELETED): "false", q(DELETED_AT): "CAST(NULL AS TIMESTAMP)"}
+    gone = {q(DELETED): "true", q(DELETED_AT): "s._event_time"}
+    return [
+        ("matched", "s.live", {**update_set, **live}),
+        ("matched", "NOT s.live", {**update_set, **gone}),
+        ("not_matched", "s.live", {**insert_values, **live}),
+        ("not_matched", "NOT s.live AND s.held_row", {**insert_values, **gone}),
+    ]
+
+
+def soft_truncate_set(truncate_time: str | None) -> dict[str, str]:
+    """What a soft TRUNCATE sets on every live row it covers (``truncate_time``: its source commit time)."""
+    at = "CAST(NULL AS TIMESTAMP)" if truncate_time is None else f"CAST({lit(truncate_time)} AS TIMESTAMP)"
+    return {q(DELETED): "true", q(DELETED_AT): at, "`_op`": "'TRUNCATE'"}
