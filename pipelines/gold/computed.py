@@ -38,7 +38,7 @@ _CHANGE = "__lakecdc_change"
 
 
 @contextmanager
-def _ansi_off(spark: SparkSession) -> Iterator[None]:
+def ansi_off(spark: SparkSession) -> Iterator[None]:
     """Analyse expressions with ANSI mode off (their casts and arithmetic keep that mode: NULL, no error)."""
     before = spark.conf.get("spark.sql.ansi.enabled")
     spark.conf.set("spark.sql.ansi.enabled", "false")
@@ -66,7 +66,7 @@ def computed_types(
     for name, text in computed.items():
         where = f"tables.{source_table}.computed.{name} {text!r:.200}"
         try:
-            with _ansi_off(spark):
+            with ansi_off(spark):
                 result = frame.selectExpr(f"({text}) AS v").schema["v"].dataType.simpleString()
             reads = referenced_columns(frame, f"({text}) IS NULL")
         except SqlRuleError as exc:
@@ -99,7 +99,7 @@ def with_computed(spark: SparkSession, checked: DataFrame, plans: Mapping[str, o
             applies = (
                 f"{MIRROR} = {lit(mirror)} AND reason IS NULL AND op IN ('INSERT', 'SNAPSHOT', 'UPDATE') AND {carried}"
             )
-            with _ansi_off(spark):
+            with ansi_off(spark):
                 bound = frame.select(
                     F.struct(*[F.col(q(c)) for c in inner]).alias(_CHANGE),
                     *[F.expr(typed(row, c, plan.shape.columns.get(c))).alias(c) for c in reads],

@@ -15,9 +15,10 @@ typed values (each column converted to the mirror's type, as the mirror would ho
 A skipped change is counted as ``skipped`` (:attr:`pipelines.gold.batch.GoldStats.skipped`), so that
 applied + stale + quarantined + skipped is every change of the batch; it never goes to quarantine and
 never enters key state. A predicate that is NULL on a row (a NULL column) does not match, as in SQL's
-WHERE. The expression is checked when a batch first plans the table (:func:`where_problem`): one that does
-not parse, is not a boolean or names a column the mirror lacks refuses the table's changes to quarantine
-with the reason, and stops nothing.
+WHERE; it is evaluated with ANSI mode off, so a value it cannot read (``CAST('x' AS INT)``) is NULL too and
+never fails the batch (every other table would go stale behind it). The expression is checked when a batch
+first plans the table (:func:`where_problem`): one that does not parse, is not a boolean or names a column
+the mirror lacks refuses the table's changes to quarantine with the reason, and stops nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from pipelines.gold.computed import ansi_off
 from pipelines.gold.lookups import MIRROR
 from pipelines.gold.profile import SOURCE_TABLE
 from pipelines.quality.sql_rules import SqlRuleError, referenced_columns
@@ -62,11 +64,16 @@ def filtered(good: DataFrame, plans: Mapping[str, object]) -> tuple[DataFrame, D
     """The changes that can apply (``reason`` NULL) with each ``where`` applied: the changes kept (some
     turned into an INSERT or a DELETE, see the module docstring), and the changes skipped (None: no table
     of the batch has a ``where``)."""
-    from pyspark.sql import functions as F
-
     filters = {p.mirror: (p.tc.where, p.shape.columns) for p in plans.values() if p.keyed and p.tc and p.tc.where}
     if not filters:
         return good, None
+    with ansi_off(good.sparkSession):  # a value the predicate cannot read (a failed cast) is NULL, never an error
+        return _filtered(good, filters)
+
+
+def _filtered(good: DataFrame, filters: Mapping[str, tuple[str, Mapping[str, str]]]) -> tuple[DataFrame, DataFrame]:
+    from pyspark.sql import functions as F
+
     columns = good.columns
     frame = good.withColumn(_AFTER, F.lit(None).cast("boolean")).withColumn(_BEFORE, F.lit(None).cast("boolean"))
     after_row = f"CASE WHEN op = 'DELETE' THEN {ROW_IMAGE_SQL} ELSE {ROW_AFTER_SQL} END"
