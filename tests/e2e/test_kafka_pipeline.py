@@ -12,8 +12,8 @@ from pipelines.export import expected_rows, export_warehouse
 from pipelines.formats import Reject, get_decoder
 from pipelines.runner import run_pipeline
 from pipelines.silver import reconcile
-from pipelines.testing.demo import KEYS, TABLE_TYPES, demo_config, generate_keyed, produce_to_kafka
-from pipelines.testing.model import MirrorModel
+from pipelines.testing.demo import KEYS, demo_config, generate_keyed, produce_to_kafka
+from pipelines.testing.demo_model import as_mirrored, mirror_model, mirror_types
 from pipelines.warehouse import Warehouse
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -21,16 +21,16 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 def _expected(keyed: dict, cfg) -> dict:
     """The reference model over every distinct message, decoded in source order."""
-    model = MirrorModel()
+    model = mirror_model()
     for source, pairs in keyed.items():
         fmt = cfg.source(source).format
         ctx = cfg.decode_context(fmt)
         for _key, raw in pairs:
             try:
-                model.add_all(get_decoder(fmt).decode(raw, ctx))
+                model.add_all(as_mirrored(c) for c in get_decoder(fmt).decode(raw, ctx))
             except Reject:
                 pass
-    return {t: expected_rows(model.rows(t), TABLE_TYPES[t], KEYS[t]) for t in model.tables()}
+    return {t: expected_rows(model.rows(t), mirror_types(t), KEYS[t]) for t in model.tables()}
 
 
 def _conf(tmp_path, bootstrap, topics, **extra):
