@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("decode", "tables", "apply", "scale", "latency", "memory")
-#: What CI runs: the sections above and the whole run and freshness; ``pipeline`` and ``new_tables`` (minutes
-#: each, a Kafka pipeline twice and hundreds of mirrors) are left to ``make bench-quick``.
-CI_SECTIONS = "decode,tables,run,apply,scale,latency,freshness,memory"
+SECTIONS = ("decode", "tables", "apply", "latency", "memory")
+#: What CI runs: the sections above and the whole run; ``scale``, ``freshness``, ``pipeline`` and ``new_tables``
+#: (a mirror ten times larger, Kafka pipelines of minutes each, hundreds of mirrors) are left to
+#: ``make bench-quick``, so that ``make test`` stays under 45 minutes.
+CI_SECTIONS = "decode,tables,run,apply,latency,memory"
 CHARTS = ("decode.png", "tables.png", "apply_scale.png", "latency.png", "memory.png")
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka]
@@ -65,7 +66,6 @@ def test_quick_bench_records_every_section_with_numbers_and_draws_the_charts(tmp
         if name != "memory":
             assert body["sizes"], name
     assert isinstance(results["sections"]["tables"]["ratio"], Number)
-    assert isinstance(results["sections"]["scale"]["ratio"], Number)
     for chart in CHARTS:
         png = out / chart
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", chart

@@ -34,6 +34,8 @@ def _sample_lines(fmt: str) -> list[bytes]:
     path = SEEDS_FIXTURES / f"{fmt}.jsonl"
     if fmt == "maxwell":
         path = CONFORMANCE / "flink" / "maxwell-data.txt"
+        if not path.exists():  # as the other tests of the shared files do (LAKECDC_SHARED names them)
+            pytest.skip("the shared conformance files are not mounted")
     return [line for line in path.read_bytes().split(b"\n") if line.strip()]
 
 
