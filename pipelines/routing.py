@@ -28,7 +28,7 @@ from pipelines.sql import EMPTY_MAP, lit
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from pipelines.config import PipelineConfig
+    from pipelines.config.model import PipelineConfig
 
 #: The data column of a routed change: ``db.table`` of the shard it came from.
 SOURCE_TABLE_COLUMN = "_source_table"

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipelines.gold.plan import TablePlan
+    from pipelines.warehouse import TableRef
 
 _SOURCE_TYPES = {"date": "date", "timestamp": "timestamp", "timestamp_ntz": "datetime", "int": "int",
                  "bigint": "bigint", "smallint": "smallint", "tinyint": "tinyint", "double": "double",
@@ -129,14 +129,14 @@ def with_computed(spark: SparkSession, checked: DataFrame, plans: Mapping[str, o
 
 
 def ensure_computed_columns(
-    spark: SparkSession, plan: TablePlan, types: Mapping[str, tuple[str, tuple[str, ...]]]
+    spark: SparkSession, mirror: TableRef, columns: dict[str, str], types: Mapping[str, tuple[str, tuple[str, ...]]]
 ) -> bool:
-    """Add the computed columns the mirror lacks (and to the plan's shape); True when it altered the mirror."""
-    missing = {c: src for c, (src, _reads) in types.items() if c not in plan.shape.columns}
+    """Add the computed columns the mirror lacks (and to its shape's ``columns``); True when it altered it."""
+    missing = {c: src for c, (src, _reads) in types.items() if c not in columns}
     if missing:
         cols = ", ".join(f"{q(c)} {spark_type(src)}" for c, src in missing.items())
-        spark.sql(f"ALTER TABLE {plan.ident.ref.sql} ADD COLUMNS ({cols})")
-        plan.shape.columns.update(missing)
+        spark.sql(f"ALTER TABLE {mirror.sql} ADD COLUMNS ({cols})")
+        columns.update(missing)
     return bool(missing)
 
 

@@ -238,7 +238,7 @@ def _plan_table(
         if problem:
             plan.conflict, plan.shape = problem, None
             return plan
-        plan.shape.altered |= ensure_computed_columns(spark, plan, plan.computed)
+        plan.shape.altered |= ensure_computed_columns(spark, plan.ident.ref, plan.shape.columns, plan.computed)
     if is_soft(tc) and ensure_soft_columns(spark, ident, meta.schema if meta and not plan.shape.altered else None):
         plan.shape.altered = True
     if props is None or plan.shape.altered:
