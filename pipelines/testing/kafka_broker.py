@@ -213,8 +213,15 @@ def _is_our_broker(pid: int, data_dir: Path) -> bool:
 
 
 def _random_cluster_id() -> str:
-    # Kafka's Uuid.randomUuid().toString(): url-safe base64 of 16 bytes, no padding
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """Kafka's Uuid.randomUuid().toString(): url-safe base64 of 16 bytes, no padding.
+
+    Like Kafka's own, it never starts with "-": kafka-storage's argument parser would read such an
+    id as an option ("argument --cluster-id/-t: expected one argument"), one start in 64.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _admin(bootstrap: str, timeout: float = 10.0, extra: dict[str, Any] | None = None):
@@ -458,7 +465,7 @@ class LocalBroker:
         if not (self.log_dir / "meta.properties").exists():
             cluster_id = _random_cluster_id()
             fmt = subprocess.run(
-                [*jvm, _STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(self.properties_file)],
+                [*jvm, _STORAGE_TOOL, "format", f"--cluster-id={cluster_id}", "-c", str(self.properties_file)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,

@@ -123,10 +123,24 @@ def test_headers_and_explicit_partition(kafka_broker):
     assert r.headers == [("op", b"\x01"), ("src", b"oms")]
 
 
-def test_stop_leaves_no_process_and_frees_port(tmp_path):
+def test_cluster_ids_never_read_as_options():
+    """kafka-storage's parser took an id starting with "-" for an option: CI failed one start in 64."""
+    import base64
+
+    from pipelines.testing.kafka_broker import _random_cluster_id
+
+    ids = [_random_cluster_id() for _ in range(5000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert {len(base64.urlsafe_b64decode(i + "==")) for i in ids} == {16}
+
+
+def test_stop_leaves_no_process_and_frees_port(tmp_path, monkeypatch):
+    from pipelines.testing import kafka_broker
     from pipelines.testing.kafka_broker import LocalBroker
     from pipelines.testing.kafka_client import produce
 
+    # the format step passes the id as --cluster-id=..., so even a dash-led id formats
+    monkeypatch.setattr(kafka_broker, "_random_cluster_id", lambda: "-" + "A" * 21)
     with LocalBroker(data_dir=tmp_path / "b1", fresh=True) as b:
         pid, port, cport = b.pid, b.port, b.controller_port
         b.create_topic("x", 1)
