@@ -88,6 +88,14 @@ def idempotent_dml(
     return session_conf(spark, {**stamp, **(settings or {})})
 
 
+def kept(frame: DataFrame) -> DataFrame:
+    """``frame`` kept for several reads: persisted on a classic session. Over Spark Connect, a lazy local
+    checkpoint instead: the client sends a persisted frame's whole plan with every query built on it, and
+    Python's protobuf library refuses a plan nested deeper than 100 (``Exceeded upb_DecodeOptions_MaxDepth``),
+    which a gold batch with expectations reaches; a checkpoint is one relation deep."""
+    return frame.localCheckpoint(eager=False) if is_connect(frame) else frame.persist()
+
+
 @contextmanager
 def checkpointed(frame: DataFrame) -> Iterator[DataFrame]:
     """``frame`` computed once, into a checkpoint (``DataFrame.localCheckpoint``) that cannot change

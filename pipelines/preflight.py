@@ -16,8 +16,14 @@ from typing import TYPE_CHECKING
 
 from pipelines.errors import ConfigError
 from pipelines.mirror_names import check_mirror_names, existing_mirrors
-from pipelines.quality.sql_rules import SqlRuleError, _first_line, _probe, referenced_columns, validate_sql_rules
-from pipelines.spark_logs import is_connect
+from pipelines.quality.sql_rules import (
+    SqlRuleError,
+    _first_line,
+    _probe,
+    parse_expression,
+    referenced_columns,
+    validate_sql_rules,
+)
 from pipelines.values import spark_type
 
 if TYPE_CHECKING:
@@ -48,9 +54,6 @@ def row_expression_errors(spark: SparkSession, cfg: PipelineConfig) -> list[str]
     """Each table's ``where`` and ``computed`` expressions: one that does not parse, or (for a table that
     configures ``columns``) names another column, is not a boolean (``where``), is an error naming the file,
     the table and the expression."""
-    # Spark Connect has no parser on the client: there an expression of a table without ``columns`` is checked
-    # when a batch first plans the table (its changes quarantined with why, pipelines.gold.where)
-    parser = None if is_connect(spark) else spark._jsparkSession.sessionState().sqlParser()
     errors = []
     for name, tc in cfg.tables.items():
         exprs = [(f"tables.{name}.where", tc.where, True)] if tc.where else []
@@ -59,8 +62,7 @@ def row_expression_errors(spark: SparkSession, cfg: PipelineConfig) -> list[str]
         for where, text, boolean in exprs:
             try:
                 if frame is None:
-                    if parser is not None:
-                        parser.parseExpression(text)
+                    parse_expression(spark, text)
                 elif boolean:
                     referenced_columns(frame, text)
                 else:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.bronze import start_bronze
 from pipelines.config import STAGES, PipelineConfig
+from pipelines.connect_relay import receive, relay_key
 from pipelines.errors import ConfigError
 from pipelines.export import mirror_refs
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
@@ -29,6 +30,7 @@ from pipelines.quality.storage import write_results
 from pipelines.quality.written import freshness_rows
 from pipelines.routing import route_shards
 from pipelines.silver import SilverStats, last_seen, start_silver
+from pipelines.spark_logs import is_connect
 from pipelines.warehouse import SourceTable, Warehouse
 
 if TYPE_CHECKING:
@@ -78,6 +80,7 @@ def run_pipeline(
             progress(f"{stage}: running until caught up ...")
             for query in starters[stage]():
                 _await(query)
+            _take_relayed(spark, wh, silver_stats, gold_stats)
             if stage == "gold":  # changes an earlier continuous run left waiting: a run until caught up merges them
                 gold_stats.add(flush_due(spark, cfg, wh, gold_stream, drain=True))
             summary.seconds[stage] = round(time.monotonic() - began, 1)
@@ -85,6 +88,7 @@ def run_pipeline(
             progress(f"{stage}: done in {summary.seconds[stage]} s")
     else:
         queries = [q for stage in ordered for q in starters[stage]()]
+        connect = is_connect(spark)
         progress(f"running {', '.join(ordered)} continuously every {cfg.processing_time}; Ctrl-C stops")
         began = time.monotonic()
         try:
@@ -96,7 +100,8 @@ def run_pipeline(
                     p = q.lastProgress
                     if p and p.get("numInputRows"):
                         progress(f"{q.name}: batch {p['batchId']}: {p['numInputRows']} rows")
-                if "gold" in ordered:  # a quiet topic brings no batch: mirrors past their budget merge here
+                if "gold" in ordered and not connect:  # a quiet topic brings no batch: mirrors past their budget
+                    # merge here (over Connect the batches' stream is the worker's: they merge when the run stops)
                     flushed = flush_due(spark, cfg, wh, gold_stream, wait=False)
                     if flushed is not None and flushed.written:
                         gold_stats.add(flushed)
@@ -108,6 +113,7 @@ def run_pipeline(
                 q.stop()
         for q in queries:
             _raise_if_failed(q)
+        _take_relayed(spark, wh, silver_stats, gold_stats)
         if "gold" in ordered:  # a run that stops leaves no mirror behind: what waits in its budget merges now
             flushed = flush_due(spark, cfg, wh, gold_stream, drain=True)
             if flushed is not None and flushed.written:
@@ -139,6 +145,19 @@ def run_pipeline(
         check_run(spark, cfg, wh, gold_stats, summary)
         progress(f"data quality: {summary.dq_results} checks, {summary.dq_failed} failed; report {summary.data_docs}")
     return summary
+
+
+def _take_relayed(spark: SparkSession, wh: Warehouse, silver: SilverStats, gold: GoldStats) -> None:
+    """Over Spark Connect, add what silver's and gold's batches counted in the worker beside the server
+    (:mod:`pipelines.connect_relay`); a classic session's batches add to these directly."""
+    if not is_connect(spark):
+        return
+    relayed = receive(spark, relay_key(wh.checkpoint("silver", "decode")))
+    if relayed is not None:
+        silver.add(relayed.rows)
+    relayed = receive(spark, relay_key(wh.checkpoint("gold", "apply")))
+    if relayed is not None:
+        gold.add(relayed)
 
 
 def _require_schemas(spark: SparkSession, wh: Warehouse) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
+from pipelines.connect_relay import receive, relay_key, send
 from pipelines.delta_writes import append_once, quarantine_frame, run_id
 from pipelines.errors import Outage
 from pipelines.formats import Change, DecodeContext, Reject, get_decoder
@@ -47,6 +48,7 @@ from pipelines.layout import (
 )
 from pipelines.selection import Selection
 from pipelines.silver_counts import count_rows, counts_frame, ensure_batch_counts, last_seen, reconcile
+from pipelines.spark_logs import is_connect
 from pipelines.spark_schema import arrow_schema_of
 from pipelines.warehouse import Warehouse
 
@@ -388,11 +390,17 @@ def start_silver(
     app_id = f"lakecdc-silver-{run_id(checkpoint)}"
     decoded = decode_frame(wh.bronze.read_stream(spark), cfg)
     retried = may_be_retried(checkpoint)
+    relay = relay_key(checkpoint) if is_connect(spark) else None
+    if relay is not None:  # the batches run in a worker beside the server, on copies: pipelines.connect_relay
+        receive(spark, relay)
+        stats = SilverStats()
 
     def each_batch(df: DataFrame, batch_id: int) -> None:
         counts = write_silver_batch(spark, df, batch_id, wh, app_id, check=retried(batch_id))
         if stats is not None:
             stats.add(counts)
+        if relay is not None:
+            send(spark, relay, stats)
 
     writer = (
         decoded.writeStream.queryName("silver_decode").option("checkpointLocation", checkpoint).foreachBatch(each_batch)

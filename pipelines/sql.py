@@ -55,6 +55,11 @@ SURROGATE_PAIR = r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 LONE_SURROGATE = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
 
 
+def timestamp_lit(text: str | None) -> str:
+    """A SQL TIMESTAMP literal of ``text`` (a source commit time), NULL for None."""
+    return "CAST(NULL AS TIMESTAMP)" if text is None else f"CAST({lit(text)} AS TIMESTAMP)"
+
+
 def variant_expr(text_col: str) -> str:
     """SQL: the JSON document as a VARIANT, NULL (a misfit, quarantined) where it is not JSON, holds a
     number VARIANT would round (:data:`INEXACT_IN_VARIANT`, looked for outside strings only) or a lone

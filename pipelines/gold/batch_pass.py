@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
+from pipelines.delta_writes import kept
 from pipelines.gold.batch import BatchContext, GoldStats, Step
 from pipelines.gold.computed import with_computed
 from pipelines.gold.decide import (
@@ -109,6 +110,14 @@ class GoldStream:
         """Changes of new tables past ``limits.new_mirrors_per_batch`` wait for a batch."""
         return self.later_round > self.through.get(LATER, -1)
 
+    def __getstate__(self) -> dict:
+        """A copy for another process (Spark Connect's ``foreachBatch`` worker): no lock, no threads, and a
+        cache of its own."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("lock", "workers", "cache")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, lock=threading.Lock(), workers=None, cache=MirrorCache())
+
 
 class BatchPass:
     """One micro-batch, planned and decided: the plans, the decided changes and their counts."""
@@ -168,7 +177,7 @@ class BatchPass:
                         ["bronze_position", "change_index"]
                     )
             batch_df = map_batch_types(route_shards(batch_df, self.cfg), self.cfg)  # from, type_mapping
-            batch = cached = with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())).persist()
+            batch = cached = kept(with_order(batch_df.withColumn(SOURCE_TABLE, source_table_col())))
             try:
                 with self.clock.step("plan"):
                     self.plans = self._plan(self._bounded(profile_batch(batch)))
@@ -235,7 +244,7 @@ class BatchPass:
 
         checks = self.cfg.quality_checks
         checked = with_computed(self.spark, check_changes(batch, self.plans, self.lookups), self.plans)  # computed
-        self.checked = self._batch_expectations(checked).persist()
+        self.checked = kept(self._batch_expectations(checked))
         good, skipped = filtered(self.checked.where("reason IS NULL"), self.plans)  # tables.<name>.where
         if skipped is not None:
             self.stats.skipped += count_skipped(skipped)
@@ -244,7 +253,7 @@ class BatchPass:
         small = sum(p.profile.changes for p in self.plans.values()) <= BROADCAST_CHANGES
         state = self.state.key_state(self.spark, wanted, self.state_batch, small)
         rows = with_key_state(keyed, state, self.plans, small)
-        self.rows = (with_change_checks(rows, self.lookups) if checks else rows).persist()
+        self.rows = kept(with_change_checks(rows, self.lookups) if checks else rows)
         truncates = good.where(f"op = 'TRUNCATE' AND size({self.lookups.key_sql()}) > 0").withColumn(
             "truncate", F.lit(True)
         )

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from pipelines.delta_dml import DeltaMerge
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.fold import (
     FOLD_START,
@@ -207,18 +208,10 @@ def merge_history(
     merge_values = {q(c): f"s.{q(c)}" for c in (*key, *data_cols, *HISTORY_COLUMNS)}
     in_place = {q(c): f"s.{q(c)}" for c in (*data_cols, "_valid_to_seq", "_valid_to", "_current", "_op", "_position")}
     with ctx.txn(Step.HISTORY):
-        (
-            history.delta(spark)
-            .alias("t")
-            .merge(versions.unionByName(closes).alias("s"), on)
-            .whenMatchedUpdate(
-                condition="s._action = 'close'",
-                set={"_valid_to_seq": "s._valid_to_seq", "_valid_to": "s._valid_to", "_current": "false"},
-            )
-            .whenMatchedUpdate(condition="s._action = 'update'", set=in_place)
-            .whenNotMatchedInsert(condition="s._action = 'insert'", values=merge_values)
-            .execute()
-        )
+        merge = DeltaMerge(history, versions.unionByName(closes), on)
+        close = {"_valid_to_seq": "s._valid_to_seq", "_valid_to": "s._valid_to", "_current": "false"}
+        merge.when_matched_update("s._action = 'close'", close).when_matched_update("s._action = 'update'", in_place)
+        merge.when_not_matched_insert("s._action = 'insert'", merge_values).execute(spark)
 
 
 def _runs(states: DataFrame, by_pos, tracked: Sequence[str] | None, version_value) -> DataFrame:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipelines.delta_dml import DeltaMerge
 from pipelines.delta_writes import append_once, checkpointed_merge_settings
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.fold import VALUES, WRITTEN, data_columns, lineage_sql, named_struct, state_structs, struct_field
@@ -150,19 +151,15 @@ def merge_keyed(
     insert_values.update({q(c): values[c] for c in data_cols})
     insert_values.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
     with ctx.txn(Step.MIRROR, checkpointed_merge_settings(spark, ident.ref)):
-        merge = ident.ref.delta(spark).alias("t").merge(source.alias("s"), on)
+        merge = DeltaMerge(ident.ref, source, on)
         if soft:
             for kind, condition, assigned in soft_clauses(update_set, insert_values):
                 if kind == "matched":
-                    merge = merge.whenMatchedUpdate(condition=condition, set=assigned)
+                    merge.when_matched_update(condition, assigned)
                 else:
-                    merge = merge.whenNotMatchedInsert(condition=condition, values=assigned)
+                    merge.when_not_matched_insert(condition, assigned)
         else:
-            merge = (
-                merge.whenMatchedDelete(condition="NOT s.live")
-                .whenMatchedUpdate(condition="s.live", set=update_set)
-                .whenNotMatchedInsert(condition="s.live", values=insert_values)
-            )
-        result = merge.execute()
-        rows = result.collect()
+            merge.when_matched_delete("NOT s.live").when_matched_update("s.live", update_set)
+            merge.when_not_matched_insert("s.live", insert_values)
+        rows = merge.execute(spark)
     return rows[0] if rows else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pipelines.delta_dml import DeltaMerge
 from pipelines.delta_writes import checkpointed, checkpointed_merge_settings
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.order import BY_ORD, ORD, delete_first
@@ -220,14 +221,9 @@ def merge_rows(ctx: BatchContext, writes: DataFrame, types: dict[str, str]) -> N
     (:func:`~pipelines.delta_writes.checkpointed_merge_settings`)."""
     values = {q(c): f"s.{q(c)}" for c in (*types, *LINEAGE_COLUMNS, ROW_ID_COLUMN)}
     with checkpointed(writes) as source, ctx.txn(Step.MIRROR, checkpointed_merge_settings(ctx.spark, ctx.ident.ref)):
-        (
-            ctx.ident.ref.delta(ctx.spark)
-            .alias("t")
-            .merge(source.alias("s"), f"t.{ROW_ID_COLUMN} = s.{ROW_ID_COLUMN}")
-            .whenMatchedDelete(condition="s._action = 'delete'")
-            .whenNotMatchedInsert(condition="s._action = 'insert'", values=values)
-            .execute()
-        )
+        merge = DeltaMerge(ctx.ident.ref, source, f"t.{ROW_ID_COLUMN} = s.{ROW_ID_COLUMN}")
+        merge.when_matched_delete("s._action = 'delete'").when_not_matched_insert("s._action = 'insert'", values)
+        merge.execute(ctx.spark)
 
 
 def record_applied(ctx: BatchContext, fresh: DataFrame, applied: TableRef) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pipelines.layout import SOFT_DELETE_COLUMNS, SOFT_DELETE_DDL
-from pipelines.sql import lit, q
+from pipelines.sql import q, timestamp_lit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,5 +82,4 @@ def soft_clauses(update_set: dict[str, str], insert_values: dict[str, str]) -> l
 
 def soft_truncate_set(truncate_time: str | None) -> dict[str, str]:
     """What a soft TRUNCATE sets on every live row it covers (``truncate_time``: its source commit time)."""
-    at = "CAST(NULL AS TIMESTAMP)" if truncate_time is None else f"CAST({lit(truncate_time)} AS TIMESTAMP)"
-    return {q(DELETED): "true", q(DELETED_AT): at, "`_op`": "'TRUNCATE'"}
+    return {q(DELETED): "true", q(DELETED_AT): timestamp_lit(truncate_time), "`_op`": "'TRUNCATE'"}

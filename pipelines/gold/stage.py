@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
+from pipelines.connect_relay import receive, relay_key, send
 from pipelines.delta_writes import run_id
 from pipelines.gold.batch import GoldStats
 from pipelines.gold.batch_pass import GoldStream
@@ -32,6 +33,7 @@ from pipelines.gold.profile import SOURCE_IDENTITY_SQL, source_table_col
 from pipelines.gold.state import GoldState
 from pipelines.gold.table_pass import MicroBatch
 from pipelines.silver import ensure_silver
+from pipelines.spark_logs import is_connect
 from pipelines.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -91,16 +93,26 @@ def start_gold(
 ) -> StreamingQuery:
     """Start the gold query: silver ``changes`` → :func:`apply_gold_batch`, checkpointed. Run until caught
     up (``available_now``), every mirror is merged each batch; run continuously, mirrors wait within their
-    freshness budget (:mod:`pipelines.gold.due`)."""
+    freshness budget (:mod:`pipelines.gold.due`). Over Spark Connect the batches run in a worker beside the
+    server, on a stream and stats of their own: every batch merges every mirror (the runner's flushes between
+    batches cannot reach that stream), and the runner takes the stats back once the query has stopped
+    (:mod:`pipelines.connect_relay`)."""
     ensure_silver(spark, wh)
     checkpoint = wh.checkpoint("gold", "apply")
     app_id = f"lakecdc-gold-{run_id(checkpoint)}"
     stats = stats if stats is not None else GoldStats()
     stream = stream or GoldStream()
+    relay = relay_key(checkpoint) if is_connect(spark) else None
     stream.drain = available_now
+    if relay is not None:  # the batches run in a worker beside the server, on copies: pipelines.connect_relay
+        receive(spark, relay)
+        # no flush between batches can reach the worker's stream: every batch merges every mirror it has
+        stats, stream = GoldStats(), GoldStream(drain=True)
 
     def each_batch(df: DataFrame, batch_id: int) -> None:
         stats.add(apply_gold_batch(spark, df, batch_id, cfg, wh, app_id, stream))
+        if relay is not None:
+            send(spark, relay, stats)
 
     writer = (
         wh.silver("changes")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pipelines.delta_dml import delete_rows, update_rows
 from pipelines.gold.batch import BatchContext, Step
 from pipelines.gold.order import ORD, ord_literal
 from pipelines.gold.profile import TableProfile
 from pipelines.gold.soft import DELETED, soft_truncate_set
-from pipelines.sql import lit
+from pipelines.sql import lit, q, timestamp_lit
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -33,26 +34,24 @@ def truncate_mirror(
     marked deleted, :mod:`pipelines.gold.soft`), the history's current versions close at it, and the
     mirror's ``lakecdc.truncated_seq`` rises to it (``truncated_seq``: as the property held it when the
     batch began). Returns the sequence changes must now be newer than."""
-    from pyspark.sql import functions as F
-
     spark, ident = ctx.spark, ctx.ident
-    covered = F.col("_seq") <= F.lit(profile.truncate_seq)
+    covered = f"_seq <= {lit(profile.truncate_seq)}"
     with ctx.txn(Step.TRUNCATE):
         if soft:
-            ident.ref.delta(spark).update(
-                condition=covered & ~F.coalesce(F.col(DELETED), F.lit(False)),
-                set={c: F.expr(v) for c, v in soft_truncate_set(profile.truncate_time).items()},
-            )
+            live = f"{covered} AND NOT coalesce({q(DELETED)}, false)"
+            update_rows(spark, ident.ref, live, soft_truncate_set(profile.truncate_time))
         else:
-            ident.ref.delta(spark).delete(covered)
+            delete_rows(spark, ident.ref, covered)
     if history is not None and history.exists(spark):
         with ctx.txn(Step.TRUNCATE_HISTORY):
-            history.delta(spark).update(
-                condition=F.expr(f"_current AND _valid_from_seq <= {lit(profile.truncate_seq)}"),
-                set={
-                    "_current": F.lit(False),
-                    "_valid_to_seq": F.lit(profile.truncate_seq),
-                    "_valid_to": F.lit(profile.truncate_time).cast("timestamp"),
+            update_rows(
+                spark,
+                history,
+                f"_current AND _valid_from_seq <= {lit(profile.truncate_seq)}",
+                {
+                    "_current": "false",
+                    "_valid_to_seq": lit(profile.truncate_seq),
+                    "_valid_to": timestamp_lit(profile.truncate_time),
                 },
             )
     if profile.truncate_seq > truncated_seq:

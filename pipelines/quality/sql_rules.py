@@ -118,6 +118,24 @@ def _quiet_analysis_errors() -> Iterator[None]:
             lg.setLevel(level)
 
 
+def parse_expression(spark: SparkSession, text: str) -> None:
+    """Raise the parser's error if ``text`` is not a SQL expression. Spark Connect has no parser on the client:
+    there the server parses it, analysing a query over no columns (a column it cannot resolve is then no
+    parse error, and passes)."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    with _quiet_analysis_errors():
+        if not is_connect(spark):
+            spark._jsparkSession.sessionState().sqlParser().parseExpression(text)
+            return
+        try:
+            spark.range(0).selectExpr(text).schema  # noqa: B018 - the analysis is the check
+        except ParseException:
+            raise
+        except AnalysisException:
+            pass
+
+
 def referenced_columns(frame: DataFrame, text: str) -> tuple[str, ...]:
     """The columns of ``frame`` (less :data:`SYSTEM_COLUMNS`) the boolean ``text`` names, as the frame
     spells them; :class:`SqlRuleError` when it does not parse, names another column, is not a boolean,
@@ -284,7 +302,6 @@ def validate_sql_rules(
             schema = m.ref.read(spark).schema
             types = {f.name: f.dataType.simpleString() for f in schema.fields if f.name not in MIRROR_SYSTEM_COLUMNS}
             mirrored.setdefault(tc.name, {}).update(types)
-    parser = spark._jsparkSession.sessionState().sqlParser()
     errors = []
     for name, tc in tables.items():
         types = {**mirrored.get(name, {}), **_configured_types(tc)}
@@ -299,8 +316,7 @@ def validate_sql_rules(
             where = f"{cfg.origin}: tables.{name}.expectations[{i}] ({rule.name}).sql"
             try:
                 if frame is None:
-                    with _quiet_analysis_errors():
-                        parser.parseExpression(rule.sql)
+                    parse_expression(spark, rule.sql or "")
                 else:
                     referenced_columns(frame, rule.sql or "")
             except SqlRuleError as exc:

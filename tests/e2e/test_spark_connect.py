@@ -1,11 +1,6 @@
 """The demo's pipeline through a local Spark Connect server (issue 33): pyspark's own ``spark-connect`` jar,
 Delta's jars from the cache and Delta's session extension, bound to 127.0.0.1, and ``lakecdc run --remote``.
-
-Bronze over Connect lands exactly what a classic run lands. The whole pipeline is the goal and is marked as
-failing (strict): silver's and gold's ``foreachBatch`` run in a Python process on the server, whose state never
-reaches the client, and gold still reaches into the JVM (``gold/parallel.py``, ``gold/table_pass.py``) and uses
-the ``DeltaTable`` API (``gold/keyed.py``), which needs Delta's Connect plugin (docs/operations.md). When gold
-runs over Connect, this test passes, and the mark goes.
+No Delta Connect plugin on the server: the runtime's Delta DML is SQL there (:mod:`pipelines.delta_dml`).
 """
 
 from __future__ import annotations
@@ -17,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.e2e.test_spark_cluster import ROOT, _conf, _die_with_parent, _free_port, _mirrors, _run, _stop, _wait
+from tests.e2e.test_spark_cluster import ROOT, _die_with_parent, _free_port, _mirrors, _run, _stop, _wait
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 pytest.importorskip(
@@ -94,26 +90,39 @@ def _bronze(spark, warehouse: Path) -> list[tuple]:
     return sorted(tuple(r) for r in rows.collect())
 
 
-def test_bronze_over_spark_connect_lands_what_a_classic_run_lands(connect_url, demo_data, spark, tmp_path):
+def test_the_demo_over_spark_connect_equals_a_classic_run(connect_url, demo_data, spark, tmp_path):
+    """The whole demo, checks on: silver's and gold's batches run in the server's ``foreachBatch`` worker
+    (Delta's Python API there becomes SQL, :mod:`pipelines.delta_dml`), their counts come back through the
+    session (:mod:`pipelines.connect_relay`), and the client runs the checks."""
     from pipelines.config import load_config
     from pipelines.runner import run_pipeline
 
-    remote = tmp_path / "wh-connect"
-    _remote_run(connect_url, _conf(demo_data, remote), "bronze", tmp_path / "connect.log")
+    remote, log = tmp_path / "wh-connect", tmp_path / "connect.log"
+    _remote_run(connect_url, _demo_conf(demo_data, remote), "all", log)
     classic = tmp_path / "wh-classic"
-    run_pipeline(spark, load_config(_conf(demo_data, classic)), ("bronze",), available_now=True)
+    summary = run_pipeline(spark, load_config(_demo_conf(demo_data, classic)), available_now=True)
     landed = _bronze(spark, classic)
     assert len(landed) > CHANGES and _bronze(spark, remote) == landed
-
-
-@pytest.mark.long  # up to STEP_TIMEOUT per stage while it fails: `make test-all` runs it
-@pytest.mark.xfail(strict=True, reason="silver's and gold's foreachBatch over Connect: docs/operations.md (issue 33)")
-def test_the_demo_over_spark_connect_equals_a_classic_run(connect_url, demo_data, spark, tmp_path):
-    from pipelines.config import load_config
-    from pipelines.runner import run_pipeline
-
-    remote = tmp_path / "wh-connect"
-    _remote_run(connect_url, _conf(demo_data, remote), "all", tmp_path / "connect.log")
-    classic = tmp_path / "wh-classic"
-    run_pipeline(spark, load_config(_conf(demo_data, classic)), available_now=True)
     assert _mirrors(spark, remote) == _mirrors(spark, classic)
+    printed = log.read_text()
+    assert summary.applied > 0 and f"{summary.applied} changes applied" in printed, printed[-3000:]
+    assert f"{summary.dq_results} checks, {summary.dq_failed} failed" in printed, printed[-3000:]
+    assert _results(spark, remote) == _results(spark, classic)
+
+
+def _demo_conf(demo_data: Path, warehouse: Path) -> Path:
+    """The demo's pipeline as ``make demo`` runs it: expectations and the built-in checks on."""
+    from pipelines.testing.demo import demo_config
+
+    path = warehouse.with_suffix(".yaml")
+    path.write_text(yaml.safe_dump({**demo_config(demo_data), "warehouse": str(warehouse)}, sort_keys=False))
+    return path
+
+
+def _results(spark, warehouse: Path) -> list[tuple]:
+    """Each data-quality result as (table, check, action, success, rows checked, unexpected rows)."""
+    from pipelines.quality.storage import dq_results_ref
+
+    rows = dq_results_ref(str(warehouse)).read(spark)
+    columns = ("table", "expectation", "action", "success", "element_count", "unexpected_count")
+    return sorted(tuple(r) for r in rows.select(*columns).collect())

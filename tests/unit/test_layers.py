@@ -43,6 +43,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "pipelines.mirror_key",
             "pipelines.lock",
             "pipelines.delta_writes",
+            "pipelines.delta_dml",
+            "pipelines.connect_relay",
             "pipelines.spark",
             "pipelines.spark_logs",
             "pipelines.kafka_offsets",
