@@ -10,7 +10,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e ".[local,quality,test]"
+	$(VENV)/bin/pip install --quiet -e ".[local,quality,test,connect]"
 	@rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup          ## generate CDC traffic and run bronze → silver → gold on local Spark + Delta
