@@ -17,6 +17,8 @@ import pickle
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from pipelines.spark_logs import is_connect
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -26,6 +28,16 @@ _PREFIX = "lakecdc.relay."
 def relay_key(checkpoint: str) -> str:
     """The session setting that carries the totals of the query checkpointed at ``checkpoint``."""
     return _PREFIX + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+
+
+def open_relay(spark: SparkSession, checkpoint: str) -> str | None:
+    """Over Spark Connect, the key the query checkpointed at ``checkpoint`` publishes its totals under, with
+    what an earlier query left there cleared; None on a classic session, which needs no relay."""
+    if not is_connect(spark):
+        return None
+    key = relay_key(checkpoint)
+    receive(spark, key)
+    return key
 
 
 def send(spark: SparkSession, key: str, totals: Any) -> None:

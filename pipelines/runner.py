@@ -19,7 +19,7 @@ from pipelines.connect_relay import receive, relay_key
 from pipelines.errors import ConfigError
 from pipelines.export import mirror_refs
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
-from pipelines.gold.stage import GoldStats, GoldStream, flush_due, source_table_col, start_gold
+from pipelines.gold.stage import GoldStats, GoldStream, flush_due, gold_checkpoint, source_table_col, start_gold
 from pipelines.gold.type_mapping import map_batch_types
 from pipelines.mirror_columns import table_properties
 from pipelines.mirror_key import key_of
@@ -29,7 +29,7 @@ from pipelines.quality.docs import build_data_docs
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import freshness_rows
 from pipelines.routing import route_shards
-from pipelines.silver import SilverStats, last_seen, start_silver
+from pipelines.silver import SilverStats, last_seen, silver_checkpoint, start_silver
 from pipelines.spark_logs import is_connect
 from pipelines.warehouse import SourceTable, Warehouse
 
@@ -152,10 +152,10 @@ def _take_relayed(spark: SparkSession, wh: Warehouse, silver: SilverStats, gold:
     (:mod:`pipelines.connect_relay`); a classic session's batches add to these directly."""
     if not is_connect(spark):
         return
-    relayed = receive(spark, relay_key(wh.checkpoint("silver", "decode")))
+    relayed = receive(spark, relay_key(silver_checkpoint(wh)))
     if relayed is not None:
         silver.add(relayed.rows)
-    relayed = receive(spark, relay_key(wh.checkpoint("gold", "apply")))
+    relayed = receive(spark, relay_key(gold_checkpoint(wh)))
     if relayed is not None:
         gold.add(relayed)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
-from pipelines.connect_relay import receive, relay_key, send
+from pipelines.connect_relay import open_relay, send
 from pipelines.delta_writes import append_once, quarantine_frame, run_id
 from pipelines.errors import Outage
 from pipelines.formats import Change, DecodeContext, Reject, get_decoder
@@ -48,7 +48,6 @@ from pipelines.layout import (
 )
 from pipelines.selection import Selection
 from pipelines.silver_counts import count_rows, counts_frame, ensure_batch_counts, last_seen, reconcile
-from pipelines.spark_logs import is_connect
 from pipelines.spark_schema import arrow_schema_of
 from pipelines.warehouse import Warehouse
 
@@ -379,6 +378,11 @@ def may_be_retried(checkpoint: str) -> Callable[[int], bool]:
     return lambda batch_id: unfinished is not None and unfinished not in commits and batch_id == unfinished
 
 
+def silver_checkpoint(wh: Warehouse) -> str:
+    """Where the silver query keeps its checkpoint."""
+    return wh.checkpoint("silver", "decode")
+
+
 def start_silver(
     spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, available_now: bool, stats: SilverStats | None = None
 ) -> StreamingQuery:
@@ -386,13 +390,12 @@ def start_silver(
     given, adds up the rows of each kind the run writes (the run summary's skipped changes). Only a batch
     an earlier run began and did not finish (:func:`may_be_retried`) looks for its commit markers."""
     ensure_silver(spark, wh)
-    checkpoint = wh.checkpoint("silver", "decode")
+    checkpoint = silver_checkpoint(wh)
     app_id = f"lakecdc-silver-{run_id(checkpoint)}"
     decoded = decode_frame(wh.bronze.read_stream(spark), cfg)
     retried = may_be_retried(checkpoint)
-    relay = relay_key(checkpoint) if is_connect(spark) else None
+    relay = open_relay(spark, checkpoint)
     if relay is not None:  # the batches run in a worker beside the server, on copies: pipelines.connect_relay
-        receive(spark, relay)
         stats = SilverStats()
 
     def each_batch(df: DataFrame, batch_id: int) -> None:

@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
-from pipelines.connect_relay import receive, relay_key, send
+from pipelines.connect_relay import open_relay, send
 from pipelines.delta_writes import run_id
 from pipelines.gold.batch import GoldStats
 from pipelines.gold.batch_pass import GoldStream
@@ -33,7 +33,6 @@ from pipelines.gold.profile import SOURCE_IDENTITY_SQL, source_table_col
 from pipelines.gold.state import GoldState
 from pipelines.gold.table_pass import MicroBatch
 from pipelines.silver import ensure_silver
-from pipelines.spark_logs import is_connect
 from pipelines.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -46,6 +45,7 @@ __all__ = [
     "GoldStream",
     "apply_gold_batch",
     "flush_due",
+    "gold_checkpoint",
     "source_table_col",
     "start_gold",
 ]
@@ -83,6 +83,11 @@ def _run(batch: MicroBatch, batch_df: DataFrame) -> MicroBatch:
     return batch
 
 
+def gold_checkpoint(wh: Warehouse) -> str:
+    """Where the gold query keeps its checkpoint."""
+    return wh.checkpoint("gold", "apply")
+
+
 def start_gold(
     spark: SparkSession,
     cfg: PipelineConfig,
@@ -98,14 +103,13 @@ def start_gold(
     batches cannot reach that stream), and the runner takes the stats back once the query has stopped
     (:mod:`pipelines.connect_relay`)."""
     ensure_silver(spark, wh)
-    checkpoint = wh.checkpoint("gold", "apply")
+    checkpoint = gold_checkpoint(wh)
     app_id = f"lakecdc-gold-{run_id(checkpoint)}"
     stats = stats if stats is not None else GoldStats()
     stream = stream or GoldStream()
-    relay = relay_key(checkpoint) if is_connect(spark) else None
     stream.drain = available_now
+    relay = open_relay(spark, checkpoint)
     if relay is not None:  # the batches run in a worker beside the server, on copies: pipelines.connect_relay
-        receive(spark, relay)
         # no flush between batches can reach the worker's stream: every batch merges every mirror it has
         stats, stream = GoldStats(), GoldStream(drain=True)
 
@@ -165,7 +169,7 @@ def _flush(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, stream: Gold
     if last is None:  # nothing applied by this stream yet: the newest batch that left changes waiting
         batches = [max(p.batches) for p in stream.pending.values()]
         last = max(batches + [stream.later_batch if stream.later_batch is not None else -1]) - stream.base
-    app_id = f"lakecdc-gold-{run_id(wh.checkpoint('gold', 'apply'))}"
+    app_id = f"lakecdc-gold-{run_id(gold_checkpoint(wh))}"
     drain_before, stream.drain = stream.drain, drain or stream.drain
     try:
         empty = spark.createDataFrame([], wh.silver("changes").read(spark).schema)
