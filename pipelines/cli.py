@@ -174,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--input", required=True, help="file of messages, one per line")
     rp.add_argument("--warehouse", required=True, help="warehouse directory (created if missing)")
+    rp.add_argument(
+        "--source",
+        metavar="NAME",
+        help="the --conf source the messages come from: its options (type_mapping, ignore_null_updates, "
+        "include/exclude) apply (default: the file's only source of --format)",
+    )
     _table_options(rp)
     _master_option(rp)
     _wait_option(rp)

@@ -82,7 +82,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     import hashlib
     import shutil
+    from dataclasses import replace
 
+    from pipelines.config import replay_source
     from pipelines.runner import run_pipeline
     from pipelines.silver import reconcile
     from pipelines.spark import get_spark
@@ -93,6 +95,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--input {src}: no such file")
     warehouse = Path(args.warehouse).resolve()
     landing = warehouse / "_landing" / f"replay_{args.format}"
+    cfg = _context_config(args, args.format)  # the file's sources: the replayed one keeps its options
+    source = replay_source(cfg, args.format, str(landing), getattr(args, "source", None))
+    cfg = replace(cfg, sources=(source,), warehouse=str(warehouse))
     landing.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
     target = landing / f"{src.stem}-{digest}.jsonl"
@@ -100,9 +105,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _progress(f"{src} was landed before as {target.name}: nothing new to apply")
     else:
         shutil.copyfile(src, target)
-    from dataclasses import replace
-
-    cfg = replace(_context_config(args, args.format, str(landing)), warehouse=str(warehouse))
     with _holding(cfg, "replay", args.wait):
         spark = get_spark("lakecdc-replay", master=args.master)
         with _batch_progress(spark) as progress:

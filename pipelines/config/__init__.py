@@ -60,6 +60,7 @@ from pipelines.config.model import (
     StatusThresholds,
     TableConfig,
 )
+from pipelines.config.replay import replay_source
 from pipelines.config.secrets import resolve_secret
 from pipelines.config.validation import parse_config
 from pipelines.errors import ConfigError  # defined in pipelines.errors (quality's rule parser raises it too)
@@ -89,5 +90,6 @@ __all__ = [
     "location_errors",
     "parse_config",
     "reference_markdown",
+    "replay_source",
     "resolve_secret",
 ]
