@@ -6,6 +6,10 @@ bootstrap-start/-complete → HEARTBEAT, database-*/table-* → DDL with ``sql``
 ``table``, ``data`` (full row as typed JSON), ``old`` (changed columns' old values: before =
 data overlaid with old), ``ts`` (epoch seconds), ``xid`` → txn, ``commit``.
 
+A DDL event's ``ts`` is epoch **milliseconds**, a row event's seconds: Maxwell's ``RowMap`` divides
+the binlog event's milliseconds by 1000 for ``ts``, while ``DDLMap.toJSON`` writes the milliseconds
+it was given as they are (zendesk/maxwell ``schema/ddl/DDLMap.java``).
+
 Quirks:
 * The primary key is not in the message: ``primary_key_columns`` if Maxwell was told to
   write it, else the configured key (``ctx.key_columns``).
@@ -20,6 +24,7 @@ Quirks:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from pipelines.formats._canal_family import RowCodec, check_key, overlay_before
@@ -41,6 +46,7 @@ class MaxwellDecoder(RowCodec, JsonDecoder):
         "key not in the message: configured key (`primary_key_columns` when present)",
         "UPDATE before = `data` overlaid with `old` (changed columns only)",
         "bootstrap-insert → SNAPSHOT; database-*/table-* → DDL",
+        "a DDL event's `ts` is milliseconds, a row event's seconds (Maxwell's DDLMap)",
     )
 
     def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
@@ -54,7 +60,7 @@ class MaxwellDecoder(RowCodec, JsonDecoder):
             db=db,
             table=table,
             seq=self._seq(obj),
-            event_time=instant_from_epoch(ts, "s") if ts is not None else None,
+            event_time=instant_from_epoch(ts, "ms" if vendor_op in _DDL else "s") if ts is not None else None,
             txn=str(obj["xid"]) if obj.get("xid") is not None else None,
             detail=vendor_op,
         )
@@ -114,7 +120,8 @@ class MaxwellDecoder(RowCodec, JsonDecoder):
         else:
             msg["type"] = change.detail or ("table-alter" if change.op == "DDL" else "bootstrap-complete")
         if change.event_time:
-            msg["ts"] = Num(epoch_seconds_text(change.event_time))
+            seconds = epoch_seconds_text(change.event_time)
+            msg["ts"] = Num(_milliseconds(seconds) if msg["type"] in _DDL else seconds)
         if change.txn is not None:
             msg["xid"] = Num(change.txn) if change.txn.isdigit() else change.txn
         msg["commit"] = True
@@ -136,3 +143,8 @@ class MaxwellDecoder(RowCodec, JsonDecoder):
 
 
 DECODER = MaxwellDecoder()
+
+
+def _milliseconds(seconds: str) -> str:
+    """Exact epoch seconds text → the same instant in milliseconds (a DDL event's ``ts``)."""
+    return format((Decimal(seconds) * 1000).normalize(), "f")

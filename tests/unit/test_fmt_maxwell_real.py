@@ -17,6 +17,7 @@ from pipelines.formats.base import Change, DecodeContext, TableSpec
 
 REAL = REAL_ROOT / "maxwell"
 PAIMON = REAL / "paimon"
+FIXTURES = REAL_ROOT.parent / "connectors"
 DEC = get_decoder("maxwell")
 CTX = DecodeContext()
 COLS = ("id", "name", "description", "weight")
@@ -119,3 +120,14 @@ def test_flink_changelog_folds_to_its_final_state():
         ("109", "spare tire", "24 inch spare tire", "22.2"),
         ("110", "jacket", "new water resistent white wind breaker", "0.5"),
     )
+
+
+def test_ddl_ts_is_milliseconds_row_ts_seconds():
+    """Maxwell's docs (docs/dataformat.md): a DDL event's `ts` is 1477053126000, a row event's 1477053217
+    (DDLMap writes the binlog event's milliseconds, RowMap divides them by 1000)."""
+    ddl, insert = (ch for line in FIXTURES.joinpath("maxwell_ddl.jsonl").read_bytes().splitlines()
+                   for ch in DEC.decode(line, CTX))  # fmt: skip
+    assert ddl.op == "DDL" and ddl.ddl.startswith("create table test.e")
+    assert ddl.event_time == "2016-10-21T12:32:06Z" and ddl.seq == (6, 800050)
+    assert insert.op == "INSERT" and insert.event_time == "2016-10-21T12:33:37Z"
+    assert ddl.event_time < insert.event_time
