@@ -89,8 +89,8 @@ from pipelines.formats.base import (
     JsonDecoder,
     Num,
     Reject,
-    _json_kind,
     is_kind,
+    json_kind,
     loads_exact,
 )
 
@@ -176,7 +176,7 @@ def _why_not(obj: dict[str, Any]) -> str:
     """Each candidate, the shape it needs and what this message has instead (the first mismatch)."""
 
     def have(name: str) -> str:
-        return f"'{name}' is absent" if name not in obj else f"'{name}' is {_json_kind(obj[name])}"
+        return f"'{name}' is absent" if name not in obj else f"'{name}' is {json_kind(obj[name])}"
 
     meta = obj.get("metadata")
     here = {
@@ -307,7 +307,7 @@ class AutoDecoder(Decoder):
                 raise
             return self._avro(raw, ctx, str(json_error))
         if not isinstance(obj, dict):
-            raise Reject(f"expected a JSON object, got {_json_kind(obj)}")
+            raise Reject(f"expected a JSON object, got {json_kind(obj)}")
         format_id = sniff(obj)
         decoder = _delegate(format_id)
         if key is not None and format_id == "debezium":

@@ -10,14 +10,14 @@ the Spark silver job, so each format has exactly one definition.
 Canonical values (the text every decoder must produce for each column, whatever
 the vendor wrote) are defined in :mod:`pipelines.values`.
 
-Longer than 400 lines because the decoder contract and the exact JSON reader every text
-format uses (duplicate keys, depth, width, numbers kept as text) are defined together.
+The exact JSON reader every text format uses (duplicate keys, depth, width, numbers kept as text)
+is :mod:`pipelines.formats.exact_json`; its names are importable from here too. Longer than 400 lines
+because the decoder contract and the checks silver relies on for every change (storable text, names a
+Delta mirror can hold apart, the message's budget) are defined together.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -26,6 +26,16 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from pipelines.errors import InvalidValue, Reject
+from pipelines.formats.exact_json import (  # noqa: F401 - served from here as before
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_ELEMENTS,
+    DEFAULT_MAX_WIDTH,
+    Num,
+    check_shape,
+    dumps_exact,
+    json_kind,
+    loads_exact,
+)
 from pipelines.values import MAX_TYPE_CHARS
 
 #: Row-change operations that go to the ``changes`` table.
@@ -37,15 +47,6 @@ OPS = ROW_OPS + ("DDL", "HEARTBEAT")
 #: about 1 MiB; LOB-heavy OMS tables can exceed it, so we allow 16 MiB and
 #: quarantine anything larger (``limits.max_message_bytes`` in the YAML).
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-#: Default limit on JSON nesting; a CDC message needs a handful of levels.
-DEFAULT_MAX_DEPTH = 64
-#: Default limit on the elements of one JSON array or object: far above any row (MySQL allows
-#: 4096 columns) or Canal ``data`` array (thousands of rows), far below a width bomb.
-DEFAULT_MAX_WIDTH = 100_000
-#: Default limit on all elements of one message, every level counted (``limits.max_elements``):
-#: thousands of rows of hundreds of columns pass (5,000 × 150 decode in about 2.5 s, the cost of
-#: the data itself); a message of a million tiny values is refused before it is parsed.
-DEFAULT_MAX_ELEMENTS = 1_000_000
 #: Longest ordering component: silver sorts sequences as 20-digit zero-padded text.
 MAX_SEQ_DIGITS = 20
 #: The text one message may give silver (every name, value, type and statement of its changes, as
@@ -78,17 +79,6 @@ def canon_image(items: Iterable[tuple[str, Any]], convert: Callable[[str, Any], 
             image[column] = None
             image.invalid[column] = exc.raw
     return image
-
-
-class Num(str):
-    """A JSON number kept as its exact source text (never a float).
-
-    ``json.loads`` is called with ``parse_int=Num`` and ``parse_float=Num`` so that
-    ``9.999999999999999093266253`` and ``10223372036854775806`` keep every digit.
-    ``isinstance(v, Num)`` tells a JSON number from a JSON string.
-    """
-
-    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -457,94 +447,6 @@ class Decoder(ABC):
             raise Reject(f"message is {len(raw)} bytes, over the limit of {ctx.max_message_bytes}")
 
 
-def loads_exact(
-    raw: bytes | str,
-    max_depth: int = DEFAULT_MAX_DEPTH,
-    max_width: int = DEFAULT_MAX_WIDTH,
-    max_elements: int = DEFAULT_MAX_ELEMENTS,
-) -> Any:
-    """Parse JSON keeping every number as its exact text (:class:`Num`).
-
-    Rejects invalid UTF-8, non-JSON, NaN/Infinity, an object with a duplicated key (which value
-    counts is ambiguous: ``"type":"DELETE",...,"type":"INSERT"``), nesting deeper than
-    ``max_depth``, and more than ``max_width`` elements in one array / object or ``max_elements``
-    in all (:func:`check_shape`, before parsing, so a bomb costs one linear scan).
-    """
-    if isinstance(raw, (bytes, bytearray, memoryview)):
-        try:
-            text = bytes(raw).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise Reject(f"invalid UTF-8 at byte {exc.start}") from None
-    else:
-        text = raw
-    check_shape(text, max_depth, max_width, max_elements)
-    try:
-        return json.loads(
-            text, parse_int=Num, parse_float=Num, parse_constant=_no_constant, object_pairs_hook=_unique_keys
-        )
-    except RecursionError:
-        raise Reject(f"JSON nested deeper than {max_depth} levels") from None
-    except json.JSONDecodeError as exc:
-        raise Reject(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise Reject(f"not valid JSON: {name} is not a JSON number")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _value in pairs:
-            if key in seen:
-                raise Reject(f"duplicate key {key[:60]!r} in a JSON object: which value counts is ambiguous")
-            seen.add(key)
-    return obj
-
-
-#: A JSON string (also the strings of MongoDB shell text); unrolled, so matching is linear.
-_STRING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_STRUCTURE_RE = re.compile(r"[^\[\]{},]+")
-
-
-def check_shape(
-    text: str, max_depth: int, max_width: int = DEFAULT_MAX_WIDTH, max_elements: int = DEFAULT_MAX_ELEMENTS
-) -> None:
-    """Reject JSON-like text nested deeper than ``max_depth`` or wider than the element limits.
-
-    Strings are blanked first (brackets and commas inside them do not count); an array or object
-    holds its commas + 1 elements, so the total is commas + containers. Linear in the text, with a
-    Python loop only over the brackets and commas, and only when the plain counts exceed a limit.
-    Malformed text may be counted loosely: the parser that follows rejects it anyway.
-    """
-    if "[" not in text and "{" not in text:
-        return
-    # blanking strings only removes brackets and commas: within the limits counted raw, within them blanked
-    opened, commas = text.count("[") + text.count("{"), text.count(",")
-    if opened <= max_depth and commas + 1 <= max_width and commas + opened <= max_elements:
-        return
-    bare = _STRING_RE.sub("0", text) if '"' in text else text
-    opened = bare.count("[") + bare.count("{")
-    commas = bare.count(",")
-    if commas + opened > max_elements:
-        raise Reject(f"JSON has more than {max_elements} elements in all (limits.max_elements)")
-    if opened <= max_depth and commas + 1 <= max_width:
-        return
-    widths = [0]
-    for ch in _NOT_STRUCTURE_RE.sub("", bare):
-        if ch == ",":
-            widths[-1] += 1
-            if widths[-1] >= max_width:
-                raise Reject(f"a JSON array or object has more than {max_width} elements (limits.max_width)")
-        elif ch in "[{":
-            widths.append(0)
-            if len(widths) > max_depth + 1:
-                raise Reject(f"JSON nested deeper than {max_depth} levels")
-        elif len(widths) > 1:
-            widths.pop()
-
-
 class JsonDecoder(Decoder):
     """Base for text formats: size, UTF-8, exact JSON, top-level object, then ``decode_object``.
 
@@ -556,7 +458,7 @@ class JsonDecoder(Decoder):
         self.check_size(raw, ctx)
         obj = loads_exact(raw, ctx.max_depth, ctx.max_width, ctx.max_elements)
         if not isinstance(obj, dict):
-            raise Reject(f"expected a JSON object, got {_json_kind(obj)}")
+            raise Reject(f"expected a JSON object, got {json_kind(obj)}")
         try:
             return self.decode_object(obj, ctx)
         except Reject:
@@ -567,18 +469,6 @@ class JsonDecoder(Decoder):
     @abstractmethod
     def decode_object(self, obj: dict[str, Any], ctx: DecodeContext) -> list[Change]:
         """Decode one parsed message object, or raise Reject(reason)."""
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "a JSON array"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, Num):
-        return "a number"
-    return "a string" if isinstance(value, str) else type(value).__name__
 
 
 # ---------------------------------------------------------------- small shared helpers
@@ -600,7 +490,7 @@ def require(obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...] = s
     if value is None:
         raise Reject(f"missing field '{name}'")
     if not is_kind(value, kind):
-        raise Reject(f"field '{name}' should be {_kind_name(kind)}, got {_json_kind(value)}")
+        raise Reject(f"field '{name}' should be {_kind_name(kind)}, got {json_kind(value)}")
     return value
 
 
@@ -608,7 +498,7 @@ def optional(obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...] = 
     """Fetch a field that may be absent or null; Reject if present with the wrong kind."""
     value = obj.get(name)
     if value is not None and not is_kind(value, kind):
-        raise Reject(f"field '{name}' should be {_kind_name(kind)}, got {_json_kind(value)}")
+        raise Reject(f"field '{name}' should be {_kind_name(kind)}, got {json_kind(value)}")
     return value
 
 
@@ -644,27 +534,3 @@ def split_table(qualified: str) -> tuple[str | None, str]:
 
 def iter_nonnull(values: Iterable[Any]) -> Iterable[Any]:
     return (v for v in values if v is not None)
-
-
-def dumps_exact(value: Any) -> str:
-    """JSON text with :class:`Num` written as a bare number (the inverse of :func:`loads_exact`).
-
-    Used by encoders and to keep nested values (JSON columns, Mongo documents) as exact text.
-    """
-    if isinstance(value, Num):
-        return str(value)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return (
-            "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{dumps_exact(v)}" for k, v in value.items()) + "}"
-        )
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(dumps_exact(v) for v in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")

@@ -247,7 +247,7 @@ class DataWorksKafkaDecoder(JsonDecoder):
             "after": image(change.after),
             "sequenceId": str(change.seq[0]) if change.seq else None,
             "op": op,
-            "timestamp": {"eventTime": Num(_epoch_ms(change.event_time))} if change.event_time else None,
+            "timestamp": {"eventTime": Num(values.epoch_ms_text(change.event_time))} if change.event_time else None,
             "ddl": {"text": change.ddl} if change.ddl is not None else None,
         }
         if change.txn is not None:
@@ -277,12 +277,14 @@ def _default_vendor_op(change: Change) -> str:
     }[change.op]
 
 
-def _epoch_ms(instant: str) -> str:
-    """``YYYY-MM-DDTHH:MM:SS[.fff][Z]`` → epoch milliseconds text (inverse of instant_from_epoch)."""
-    nanos = values.epoch_nanos(instant)
-    if nanos % 10**6:
-        raise ValueError(f"DataWorks DATE holds milliseconds only: {instant}")
-    return str(nanos // 10**6)
+def _date_millis(value: str) -> str:
+    """A date / time column's canonical text → the epoch milliseconds a DataWorks DATE holds (seed 002:
+    "13-digit Unix timestamp with millisecond precision"). A column value is written exactly or refused
+    (a finer value would read back as another value); the commit time is truncated instead
+    (:func:`pipelines.values.times.epoch_ms_text`)."""
+    if values.epoch_nanos(value) % 10**6:
+        raise ValueError(f"DataWorks DATE holds milliseconds only: {value}")
+    return values.epoch_ms_text(value)
 
 
 def _vendor_type(col_type: str) -> str:
@@ -303,7 +305,7 @@ def _encode_value(value: str | None, col_type: str | None) -> Any:
     if col_type == "boolean":
         return value == "true"
     if values.family(col_type) in _TIME_FAMILIES:  # DATE: 13-digit ms, read back as the UTC instant
-        return Num(_epoch_ms(value))
+        return Num(_date_millis(value))
     return value
 
 

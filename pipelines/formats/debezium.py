@@ -26,20 +26,10 @@ Message shapes (value):
   BEGIN / END) and heartbeats (``{"ts_ms"}`` only) → HEARTBEAT.
 
 Ordering (``source``, by ``source.connector``, or by the fields present when the unwrap SMT dropped it):
+:mod:`pipelines.formats._debezium_position` (MySQL binlog file/pos/row, PostgreSQL (last commit LSN,
+LSN) from ``sequence`` with a null read as unknown, never 0, SQL Server, Oracle, MongoDB; none: queue order).
 
-* MySQL / MariaDB: (binlog file number, ``pos``, ``row``). The placeholder ``"file": ""`` (Flink CDC
-  snapshot records, Debezium 1.9.7 test setups: ``"pos": 0``) means *no position*: seq ``()``. Only
-  when ``file`` is absent altogether: the GTID's transaction number, else ``ts_ms``.
-* PostgreSQL: ``sequence`` ``["last commit LSN", "LSN"]`` → (last commit LSN, LSN): commit order, then
-  the order within the transaction; without ``sequence``: (LSN, LSN).
-* SQL Server: (``commit_lsn``, ``change_lsn``, ``event_serial_no``); each LSN ``"0000002d:00000620:0003"``
-  is three hexadecimal parts, kept as three integers (an LSN is 80 bits: one integer would exceed the
-  20 digits silver sorts), so seq has 7 components.
-* Oracle: (``commit_scn``, ``scn``); MongoDB: (``sec`` or ``ts_ms`` / 1000, ``ord``).
-* No usable position (none of these, or an unknown connector): seq ``()``, and queue order decides
-  (Kafka keeps order per partition, and Debezium partitions by the record key).
-
-Values: :mod:`pipelines.formats._debezium_family` with the Debezium :class:`Dialect`: BYTES Base64
+Values: :mod:`pipelines.formats._debezium_values` with the Debezium :class:`Dialect`: BYTES Base64
 (``format_options: {debezium: {binary.handling.mode: hex}}`` for Base16), every Debezium logical type
 (Decimal as Base64 unscaled bytes or, with the converter's ``decimal.format=NUMERIC``, a JSON number;
 VariableScaleDecimal; Date / Time / MicroTime / NanoTime / Timestamp / MicroTimestamp / NanoTimestamp /
@@ -49,7 +39,10 @@ MicroDuration → ISO-8601 ``PT<s>S``; Interval text). Without ``schema`` the ty
 configuration (``ctx.column_types``), a DATETIME(p) number read by Debezium's adaptive precision
 (ms for p ≤ 3, µs to 6, ns above). ``decimal.handling.mode=string`` arrives as text (exact);
 ``=double`` as a float64 column configured DECIMAL: reported ``double`` (the mirror column is DOUBLE),
-because the digits were lost before the message was written.
+because the digits were lost before the message was written. Arrays (``items``) are typed arrays,
+each element decoded by its logical type. ``unavailable.value.placeholder`` (an unchanged TOASTed
+PostgreSQL column, an Oracle LOB; ``format_options: {debezium: {unavailable.value.placeholder: ...}}``
+when the connector sets another) is no value: an UPDATE that carries it is a partial image without it.
 
 MongoDB: ``after`` / ``before`` are extended-JSON text; an update is the full document (``after``) or
 an update description (1.x ``patch`` + ``filter``; 2.x ``updateDescription``) read as a partial image
@@ -62,18 +55,12 @@ ordering, MongoDB's documents and the encoder the simulator needs describe one f
 from __future__ import annotations
 
 import base64
-import re
 from typing import Any, ClassVar
 
 from pipelines import values as V
-from pipelines.formats._debezium_family import (
-    OPS,
-    DebeziumEnvelopeDecoder,
-    Dialect,
-    _epoch_ms,
-    canonical_image,
-    schema_types,
-)
+from pipelines.formats._debezium_family import OPS, DebeziumEnvelopeDecoder
+from pipelines.formats._debezium_position import connector_of, encode_position, ordering
+from pipelines.formats._debezium_values import Dialect, canonical_image, epoch_ms, schema_types, unavailable_forms
 from pipelines.formats.base import (
     Change,
     DecodeContext,
@@ -85,10 +72,10 @@ from pipelines.formats.base import (
     seq_int,
     split_table,
 )
-from pipelines.formats.drs_mongo import _image as mongo_image
-from pipelines.formats.drs_mongo import _update_fields as mongo_update_fields
 from pipelines.formats.drs_mongo import column_value as mongo_value
 from pipelines.formats.drs_mongo import parse_document
+from pipelines.formats.mongo_images import image as mongo_image
+from pipelines.formats.mongo_images import update_fields as mongo_update_fields
 
 #: ``source`` fields the unwrap SMT may add as ``__<field>`` (``add.fields=op,table,lsn,...``).
 SOURCE_FIELDS = frozenset(
@@ -97,7 +84,6 @@ SOURCE_FIELDS = frozenset(
     "redo_thread user_name collection h tord stxnid".split()
 )
 _BINARY_MODES = {"bytes": "base64", "base64": "base64", "base64-url-safe": "base64-url-safe", "hex": "base16"}
-_GTID_TAIL = re.compile(r"[:-](\d+)$", re.ASCII)
 
 
 class DebeziumDecoder(DebeziumEnvelopeDecoder):
@@ -125,6 +111,9 @@ class DebeziumDecoder(DebeziumEnvelopeDecoder):
         "bigint.unsigned.handling.mode=long wraps above 2^63-1: a negative value of a BIGINT UNSIGNED column + 2^64",
         "geometry values are kept as their WKB bytes; the SRID is dropped",
         "unwrap SMT rows without __op are upserts (INSERT and UPDATE look the same)",
+        "__debezium_unavailable_value (unchanged TOASTed column) is no value: the UPDATE is a partial image",
+        "PostgreSQL source.sequence: a null last commit LSN is unknown, the event's own LSN stands in (not 0)",
+        "arrays are typed by their items: each element decoded by its logical type (numeric[], date[], ...)",
     )
     ops: ClassVar[dict[str, str]] = {**OPS, "m": "HEARTBEAT"}
     position_required = False
@@ -135,7 +124,14 @@ class DebeziumDecoder(DebeziumEnvelopeDecoder):
         mode = str(ctx.options.get("binary.handling.mode", "bytes")).lower()
         if mode not in _BINARY_MODES:
             raise Reject(f"unknown binary.handling.mode {mode[:40]!r} (bytes, base64, base64-url-safe, hex)")
-        return Dialect(binary=_BINARY_MODES[mode], adaptive_datetime=True, lossy_double=True, unsigned_wrap=True)
+        placeholder = ctx.options.get("unavailable.value.placeholder")
+        return Dialect(
+            binary=_BINARY_MODES[mode],
+            adaptive_datetime=True,
+            lossy_double=True,
+            unsigned_wrap=True,
+            unavailable=unavailable_forms(None if placeholder is None else str(placeholder)),
+        )
 
     def ordering_of(self, source: dict[str, Any]) -> tuple[int, ...]:
         return ordering(source)
@@ -185,7 +181,7 @@ class DebeziumDecoder(DebeziumEnvelopeDecoder):
             raise Reject("field 'payload' should be an object")
         if _is_envelope(payload):
             source = optional(payload, "source", dict) or {}
-            if _connector(source) == "mongodb":
+            if connector_of(source) == "mongodb":
                 return self._mongo(payload, key_obj, ctx)
             key = self._key(key_obj, ctx, source)
             return self.envelope_changes(payload, schema, ctx, key)
@@ -367,7 +363,7 @@ class DebeziumDecoder(DebeziumEnvelopeDecoder):
             )
             fields.append(field)
         source: dict[str, Any] = {"version": "2.7.0.Final", "connector": connector, "name": "sim"}
-        source["ts_ms"] = Num(_epoch_ms(change.event_time)) if change.event_time else Num("0")
+        source["ts_ms"] = Num(epoch_ms(change.event_time)) if change.event_time else Num("0")
         source["snapshot"] = "true" if change.op == "SNAPSHOT" else "false"
         source.update(db=change.db, schema=change.schema, table=change.table)
         source.update(encode_position(connector, change.seq))
@@ -421,101 +417,6 @@ def _is_envelope(payload: dict[str, Any]) -> bool:
     )
 
 
-def _connector(source: dict[str, Any]) -> str:
-    """``source.connector`` (lower case), or the connector the position fields belong to."""
-    name = source.get("connector")
-    if isinstance(name, str) and name:
-        return name.lower()
-    if "file" in source or "gtid" in source:
-        return "mysql"
-    if "commit_lsn" in source or "change_lsn" in source:
-        return "sqlserver"
-    if "lsn" in source or "sequence" in source:
-        return "postgresql"
-    if "scn" in source or "commit_scn" in source:
-        return "oracle"
-    if "ord" in source:
-        return "mongodb"
-    return ""
-
-
-def ordering(source: dict[str, Any]) -> tuple[int, ...]:
-    """seq of one event from its ``source`` block (see the module docstring)."""
-    connector = _connector(source)
-    if connector in ("mysql", "mariadb"):
-        return _mysql(source)
-    if connector == "postgresql":
-        return _postgres(source)
-    if connector == "sqlserver":
-        commit = source.get("commit_lsn")
-        if commit is None:
-            return ()
-        change = source.get("change_lsn")
-        return (
-            *_lsn(commit, "commit_lsn"),
-            *(_lsn(change, "change_lsn") if change is not None else (0, 0, 0)),
-            seq_int(source.get("event_serial_no") or 0, "source.event_serial_no"),
-        )
-    if connector == "oracle":
-        if source.get("scn") is None:
-            return ()
-        return (seq_int(source.get("commit_scn") or 0, "source.commit_scn"), seq_int(source["scn"], "source.scn"))
-    if connector == "mongodb":
-        if source.get("sec") is not None:
-            secs = seq_int(source["sec"], "source.sec")
-        elif source.get("ts_ms") is not None:
-            secs = seq_int(source["ts_ms"], "source.ts_ms") // 1000
-        else:
-            return ()
-        return (secs, seq_int(source.get("ord") or 0, "source.ord"))
-    return ()
-
-
-def _mysql(source: dict[str, Any]) -> tuple[int, ...]:
-    file_name = source.get("file")
-    if isinstance(file_name, str) and file_name:
-        digits = file_name.rpartition(".")[2]
-        return (
-            seq_int(digits, "source.file"),
-            seq_int(source.get("pos") or 0, "source.pos"),
-            seq_int(source.get("row") or 0, "source.row"),
-        )
-    if file_name is not None:
-        return ()  # "file": "" – a snapshot record outside the binlog (Flink CDC, Debezium 1.9.7 tests)
-    gtid = source.get("gtid")
-    if isinstance(gtid, str) and (m := _GTID_TAIL.search(gtid)):
-        return (seq_int(m.group(1), "source.gtid"),)
-    ts_ms = source.get("ts_ms")
-    if ts_ms is not None and str(ts_ms) not in ("0", ""):
-        return (seq_int(ts_ms, "source.ts_ms"),)
-    return ()
-
-
-def _postgres(source: dict[str, Any]) -> tuple[int, ...]:
-    sequence = source.get("sequence")
-    if isinstance(sequence, str) and sequence:
-        parts = loads_exact(sequence)
-        if not isinstance(parts, list) or len(parts) != 2:
-            raise Reject(f"source.sequence should be a JSON array of two LSNs, got {sequence[:60]!r}")
-        last_commit, lsn = parts
-        lsn = lsn if lsn is not None else source.get("lsn")
-        if lsn is None:
-            return ()
-        return (seq_int(last_commit or 0, "source.sequence"), seq_int(lsn, "source.sequence"))
-    if source.get("lsn") is None:
-        return ()
-    lsn_int = seq_int(source["lsn"], "source.lsn")
-    return (lsn_int, lsn_int)
-
-
-def _lsn(value: Any, name: str) -> tuple[int, int, int]:
-    """SQL Server LSN ``"0000002d:00000620:0003"`` (VLF : block : slot, hexadecimal) → three integers."""
-    parts = str(value).split(":")
-    if len(parts) != 3 or not all(p and len(p) <= 8 and all(c in "0123456789abcdefABCDEF" for c in p) for p in parts):
-        raise Reject(f"source.{name} is not an LSN 'xxxxxxxx:xxxxxxxx:xxxx': {str(value)[:40]!r}")
-    return (int(parts[0], 16), int(parts[1], 16), int(parts[2], 16))
-
-
 def _instant(ms: Any) -> str | None:
     return V.instant_from_epoch(seq_int(ms, "ts_ms"), "ms") if ms is not None and str(ms) not in ("0", "") else None
 
@@ -530,26 +431,6 @@ def _txn(env: dict[str, Any]) -> str | None:
 
 
 # ---------------------------------------------------------------- encoding helpers
-
-
-def encode_position(connector: str, seq: tuple[int, ...]) -> dict[str, Any]:
-    """The ``source`` fields that carry ``seq`` for a connector (inverse of :func:`ordering`)."""
-    if connector == "mysql":
-        if len(seq) == 3:
-            return {"file": f"mysql-bin.{seq[0]:06d}", "pos": Num(str(seq[1])), "row": Num(str(seq[2]))}
-        return {"file": "", "pos": Num("0"), "row": Num("0")}
-    if connector == "postgresql" and len(seq) == 2:
-        return {"lsn": Num(str(seq[1])), "sequence": dumps_exact([str(seq[0]), str(seq[1])])}
-    if connector == "sqlserver" and len(seq) == 7:
-        lsn = [f"{seq[i]:08x}:{seq[i + 1]:08x}:{seq[i + 2]:04x}" for i in (0, 3)]
-        return {"commit_lsn": lsn[0], "change_lsn": lsn[1], "event_serial_no": Num(str(seq[6]))}
-    if connector == "oracle" and len(seq) == 2:
-        return {"commit_scn": str(seq[0]), "scn": str(seq[1])}
-    if connector == "mongodb" and len(seq) == 2:
-        return {"sec": Num(str(seq[0])), "ord": Num(str(seq[1]))}
-    if not seq:
-        return {}
-    raise ValueError(f"{connector} cannot carry seq {seq}")
 
 
 def _field_for(col: str, col_type: str | None, samples: list[str | None]) -> tuple[dict, Any]:

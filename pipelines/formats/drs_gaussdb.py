@@ -39,10 +39,10 @@ from pipelines.formats.base import (
     Num,
     Reject,
     dumps_exact,
+    is_kind,
     optional,
     seq_int,
 )
-from pipelines.formats.dataworks_kafka import _epoch_ms, _is_text
 
 _OPS = {"INSERT": "INSERT", "UPDATE": "UPDATE", "DELETE": "DELETE", "INIT": "SNAPSHOT", "DDL": "DDL", "INIT_DDL": "DDL"}
 _SHORT_OFFSET = re.compile(r"([+-]\d{2})(?::?(\d{2}))?(?::?\d{2})?$", re.ASCII)
@@ -153,7 +153,7 @@ class DrsGaussdbDecoder(JsonDecoder):
             raise Reject("missing ordering field 'id'")
         column_type = optional(obj, "columnType", dict)
         if column_type is not None:
-            if not all(_is_text(t) for t in column_type.values()):
+            if not all(is_kind(t, str) for t in column_type.values()):
                 raise Reject("columnType values should be type names")
             checked = {c: values.checked_type(t, c).lower() for c, t in column_type.items()}
             col_types: dict[str, str] | None = {c: _reported_type(t) for c, t in checked.items()}
@@ -161,7 +161,7 @@ class DrsGaussdbDecoder(JsonDecoder):
             col_types = {c: t.lower() for c, t in ctx.column_types(db, table).items()} or None
         types = col_types or {}
         pk = optional(obj, "pkNames", list)
-        if pk and not all(_is_text(c) for c in pk):
+        if pk and not all(is_kind(c, str) for c in pk):
             raise Reject("pkNames must list column names")
         key = tuple(pk) if pk else ctx.key_columns(db, table)
         data = _rows(obj, "data", types)
@@ -215,7 +215,7 @@ class DrsGaussdbDecoder(JsonDecoder):
             "schema": change.schema,
             "opType": vendor_op,
             "id": Num(str(change.seq[0])) if change.seq else None,
-            "es": Num(_epoch_ms(change.event_time)) if change.event_time else None,
+            "es": Num(values.epoch_ms_text(change.event_time)) if change.event_time else None,
             "ts": None,
             "database": change.db,
             "table": change.table,

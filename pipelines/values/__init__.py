@@ -19,6 +19,8 @@ datetime        ``YYYY-MM-DDTHH:MM:SS[.f]``     TIMESTAMP_NTZ (STRING above 6
 timestamp       ``YYYY-MM-DDTHH:MM:SS[.f]Z``    TIMESTAMP (UTC instant)
 time            ``HH:MM:SS[.f]``                STRING
 json            the document's JSON text        VARIANT (``doc:address.city``)
+array           ``["1.5",null]``: the JSON      ARRAY of the element's type
+                array of elements' canonical    (``array<decimal(5,1)>``)
 string          the text                        STRING
 ==============  ==============================  =================================
 
@@ -97,6 +99,7 @@ from pipelines.values.times import (
     canon_time,
     date_from_epoch_days,
     date_from_epoch_millis,
+    epoch_ms_text,
     epoch_nanos,
     epoch_seconds_text,
     instant_from_epoch,
@@ -111,6 +114,7 @@ from pipelines.values.times import (
 from pipelines.values.types import (
     MAX_TYPE_CHARS,
     TEXT_TYPES,
+    array_element,
     checked_type,
     configured_over,
     family,
@@ -121,6 +125,7 @@ from pipelines.values.types import (
 )
 
 __all__ = [
+    "array_element",
     "EPOCH_DATE",
     "EPOCH_RE",
     "INT64_MAX",
@@ -154,6 +159,7 @@ __all__ = [
     "checked_type",
     "date_from_epoch_days",
     "date_from_epoch_millis",
+    "epoch_ms_text",
     "epoch_nanos",
     "epoch_seconds_text",
     "datetime",  # the formats write V.datetime(1970, 1, 1)

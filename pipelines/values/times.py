@@ -74,6 +74,16 @@ def epoch_seconds_text(text: str) -> str:
     return format(Decimal(nanos).scaleb(-9).normalize(), "f")
 
 
+def epoch_ms_text(text: str) -> str:
+    """A change's commit time (canonical date-time text) → whole epoch milliseconds, as every vendor writes
+    it: OMS ``es`` / DataWorks ``eventTime`` (seed 000, 001, 002: "13-digit, millisecond precision"), DRS
+    ``es`` (seed 003: 13位Unix时间戳,单位为毫秒), DTS (seed 004), Debezium ``ts_ms``. A finer commit time
+    has no place in that field: it is truncated to its millisecond (floor, so before 1970 too), as the
+    vendor's own writer does with a source's microsecond commit time. A *column value* in milliseconds is
+    a different rule (encoders write a value exactly or refuse it): see ``dataworks_kafka``'s DATE."""
+    return str(epoch_nanos(text) // 10**6)
+
+
 def local_datetime_from_epoch(value: object, unit: str = "ms") -> str:
     """Debezium DATETIME: milliseconds since epoch of a zone-less wall clock."""
     return instant_from_epoch(value, unit)[:-1]
