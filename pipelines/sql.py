@@ -6,7 +6,7 @@ reaches SQL passes through :func:`q` and every text through :func:`lit`.
 
 from __future__ import annotations
 
-from pipelines.values import family, parse_type, spark_type
+from pipelines.values import array_element, family, parse_type, spark_type
 
 #: An empty image (``before``/``after`` are ``map<string,string>``).
 EMPTY_MAP = "cast(map() AS map<string,string>)"
@@ -77,6 +77,8 @@ def convert_expr(text_col: str, source_type: str | None) -> str:
     target = spark_type(source_type)
     if target == "STRING":
         return text_col
+    if target.startswith("ARRAY<"):
+        return _array_expr(text_col, source_type or "")
     if target == "BINARY":
         return f"try_to_binary({text_col}, 'base64')"
     if target == "VARIANT":
@@ -98,6 +100,20 @@ def convert_expr(text_col: str, source_type: str | None) -> str:
     return f"try_cast({text_col} AS {target})"
 
 
+def _array_expr(text_col: str, source_type: str) -> str:
+    """SQL: a typed array's canonical text (the JSON array of its elements' canonical texts) as an ARRAY of
+    the element's type, each element converted as a column of that type would be; NULL (a misfit) where
+    the text is no such array or one element does not fit."""
+    element = array_element(source_type)
+    arr = f"from_json({text_col}, 'ARRAY<STRING>')"
+    var = f"__lakecdc_e{source_type.count('array<')}"  # one name per level of nesting
+    conv = convert_expr(var, element)
+    return (
+        f"CASE WHEN exists({arr}, {var} -> {var} IS NOT NULL AND ({conv}) IS NULL) THEN NULL "
+        f"ELSE transform({arr}, {var} -> {conv}) END"
+    )
+
+
 def typed(image_sql: str, column: str, source_type: str | None) -> str:
     """SQL of one column of an image (``map<string,string>``) converted to the mirror type."""
     return convert_expr(f"({image_sql})[{lit(column)}]", source_type)
@@ -105,8 +121,15 @@ def typed(image_sql: str, column: str, source_type: str | None) -> str:
 
 def export_expr(column: str, data_type: str) -> str:
     """SQL that renders a mirror value as canonical text for ``lakecdc export``."""
-    c = q(column)
+    return _export_value(q(column), data_type)
+
+
+def _export_value(c: str, data_type: str) -> str:
+    """SQL of the canonical text of the value ``c`` (SQL) of the Delta type ``data_type``."""
     t = data_type.lower()
+    if t.startswith("array<") and t.endswith(">"):  # a typed array: the JSON array of its elements' texts
+        var = f"__lakecdc_x{t.count('array<')}"
+        return f"to_json(transform({c}, {var} -> {_export_value(var, t[6:-1])}))"
     if t == "variant":  # the document as JSON: keys sorted, no spaces, numbers by value (1.10 is 1.1)
         return f"to_json({c})"
     if t == "binary":

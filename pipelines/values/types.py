@@ -1,6 +1,8 @@
 """Type names: a vendor's column type → its canonical family (``family``) and its mirror's Delta
 type (``spark_type``); ``parse_type`` reads the name, ``is_known_type`` tells configuration which
 names lakecdc maps on purpose. The table of families is in :mod:`pipelines.values`.
+
+Longer than 420 lines because most of it is data: every vendor's spelling of each type, stated once.
 """
 
 from __future__ import annotations
@@ -334,7 +336,24 @@ def is_known_type(source_type: str) -> bool:
         return False
     if text.endswith("[]"):
         return is_known_type(text[:-2])
+    element = array_element(text)
+    if element is not None:
+        return is_known_type(element)
     return family(text) != "string" or parse_type(text)[0] in TEXT_TYPES
+
+
+def array_element(source_type: str | None) -> str | None:
+    """A typed array's element type: ``array<decimal(5,0)>`` → ``decimal(5,0)``, PostgreSQL's
+    ``numeric(5)[]`` → ``numeric(5)``; else None. Only ``array<...>`` is of the family ``array`` (formats
+    that report ``X[]`` send PostgreSQL's ``{1,2}`` text); configuration may spell an element either way."""
+    if not source_type:
+        return None
+    text = source_type.strip().lower()
+    if text.startswith("array<") and text.endswith(">") and len(text) > 7:
+        return text[6:-1].strip()
+    if text.endswith("[]") and len(text) > 2:
+        return text[:-2].strip()
+    return None
 
 
 @type_cache
@@ -342,6 +361,8 @@ def family(source_type: str | None) -> str:
     """The canonical family of a vendor type name (see the module table)."""
     if not source_type:
         return "string"
+    if source_type.lstrip()[:6].lower() == "array<" and array_element(source_type):
+        return "array"
     base, _args, unsigned = parse_type(source_type)
     if base in _INT_TYPES:
         return "uint64" if unsigned and base in ("bigint", "int64", "long") else "int"
@@ -370,6 +391,8 @@ def family(source_type: str | None) -> str:
 def spark_type(source_type: str | None) -> str:
     """The Delta column type (Spark SQL DDL) for a vendor type; see the module table."""
     fam = family(source_type)
+    if fam == "array":
+        return f"ARRAY<{spark_type(array_element(source_type))}>"
     base, args, _ = parse_type(source_type or "")
     if fam == "int":
         return "INT" if base in _SMALL_INT_TYPES and not parse_type(source_type or "")[2] else "BIGINT"
