@@ -5,6 +5,8 @@ table's own list wins over the top level's."""
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 from pipelines.testing.model import MirrorModel
 from tests.spark.test_gold_semantics import Gold, change
@@ -62,3 +64,35 @@ def test_a_tables_own_list_wins_over_the_top_level(spark, tmp_path):
     types = {f.name: f.dataType.simpleString() for f in gold.mirror().schema.fields}
     assert (types["u"], types["d"]) == ("decimal(20,0)", "decimal(30,20)")
     assert {r["id"]: str(r["u"]) for r in gold.mirror().collect()} == {1: "18446744073709551615", 2: "0"}
+
+
+def test_debezium_postgres_arrays_and_unavailable_values_through_gold(spark, tmp_path):
+    """Issue 40, tests/fixtures/connectors: a PostgreSQL array is an ARRAY column of its element's type,
+    every element exact, and an UPDATE whose TOASTed columns are the placeholder keeps what they held."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "connectors"
+
+    def messages(name: str) -> list[bytes]:
+        text = fixtures.joinpath(name).read_bytes().replace(b'"schema":"public",', b"")
+        return [re.sub(rb'"table":"\w+"', b'"table":"t"', line) for line in text.splitlines() if line.strip()]
+
+    arrays = Gold(spark, tmp_path / "arrays", fmt="debezium", key=["id"])
+    assert arrays.apply_messages(messages("debezium_pg_arrays.json")).quarantined == 0
+    types = {f.name: f.dataType.simpleString() for f in arrays.mirror().schema.fields if not f.name.startswith("_")}
+    assert (types["n5"], types["n72"], types["d"], types["r"], types["j"]) == (
+        "array<decimal(5,0)>",
+        "array<decimal(7,2)>",
+        "array<date>",
+        "array<double>",
+        "array<variant>",
+    )
+    [row] = arrays.rows()
+    assert row["n72"] == '["1.50","-0.01"]' and row["r"] == '["1.45E-10","3.5"]'
+    assert row["d"] == '["1970-01-01","2022-01-08",null]' and row["t"] == '["2023-11-14T22:13:20.123456"]'
+
+    toast = Gold(spark, tmp_path / "toast", fmt="debezium", key=["id"])
+    insert, update = messages("debezium_pg_toast.jsonl")
+    toast.apply_messages([insert])
+    toast.apply_messages([update])
+    [row] = toast.rows()
+    assert row["name"] == "Anne" and row["biography"].startswith("AAAA") and row["tags"] == '["poet","essayist"]'
+    assert row["scores"] == '["7","9"]' and row["photo"] == "iVBORw0K"
