@@ -81,9 +81,16 @@ def _column_types(fields: list[StructField], props: Mapping[str, str] | None) ->
     for f in fields:
         delta_type = f.dataType.simpleString()
         if not _same_delta_type(types[f.name], delta_type):
-            fallback = _SOURCE_TYPE_OF_DELTA.get(delta_type, delta_type)
+            fallback = _source_type_of_delta(delta_type)
             types[f.name] = fallback if _same_delta_type(fallback, delta_type) else None
     return types
+
+
+def _source_type_of_delta(delta_type: str) -> str:
+    """A source type read off a Delta type (``array<timestamp_ntz>`` → ``array<datetime>``)."""
+    if delta_type.startswith("array<") and delta_type.endswith(">"):
+        return f"array<{_source_type_of_delta(delta_type[6:-1])}>"
+    return _SOURCE_TYPE_OF_DELTA.get(delta_type, delta_type)
 
 
 def source_types(table: DataFrame | StructType, props: Mapping[str, str] | None) -> dict[str, str | None]:

@@ -103,14 +103,16 @@ def convert_expr(text_col: str, source_type: str | None) -> str:
 def _array_expr(text_col: str, source_type: str) -> str:
     """SQL: a typed array's canonical text (the JSON array of its elements' canonical texts) as an ARRAY of
     the element's type, each element converted as a column of that type would be; NULL (a misfit) where
-    the text is no such array or one element does not fit."""
-    element = array_element(source_type)
-    arr = f"from_json({text_col}, 'ARRAY<STRING>')"
-    var = f"__lakecdc_e{source_type.count('array<')}"  # one name per level of nesting
-    conv = convert_expr(var, element)
+    the text is no such array or one element does not fit. Each level states its element's conversion
+    once (bound by a one-element ``transform``), so nested arrays cost SQL linear in their depth."""
+    level = source_type.count("array<")  # one name per level of nesting
+    var, got, arr = f"__lakecdc_e{level}", f"__lakecdc_t{level}", f"from_json({text_col}, 'ARRAY<STRING>')"
+    conv = convert_expr(var, array_element(source_type))
+    a, b = f"a{level}", f"b{level}"
+    misfit = f"array_contains(zip_with({arr}, {got}, ({a}, {b}) -> {a} IS NOT NULL AND {b} IS NULL), true)"
     return (
-        f"CASE WHEN exists({arr}, {var} -> {var} IS NOT NULL AND ({conv}) IS NULL) THEN NULL "
-        f"ELSE transform({arr}, {var} -> {conv}) END"
+        f"element_at(transform(array(transform({arr}, {var} -> {conv})), "
+        f"{got} -> CASE WHEN {misfit} THEN NULL ELSE {got} END), 1)"
     )
 
 

@@ -213,6 +213,18 @@ def declared_of(field: Any) -> Declared | None:
     return Declared(primitive, str(field.get("name") or "").lower() or None, params, items)
 
 
+#: Arrays nested deeper than this (PostgreSQL's own arrays are one level) stay JSON documents.
+MAX_ARRAY_DEPTH = 4
+
+
+def _depth(declared: Declared) -> int:
+    """How many array levels ``declared`` nests (0 for a non-array; 1 + MAX for one that nests too deep)."""
+    depth = 0
+    while declared is not None and declared.type == "array" and depth <= MAX_ARRAY_DEPTH:
+        declared, depth = declared.items, depth + 1
+    return depth if declared is not None else MAX_ARRAY_DEPTH + 1
+
+
 def schema_types(schema: Any, image: str | None) -> dict[str, Declared] | None:
     """Column → :class:`Declared` (primitive type, logical name, parameters, items) from a Debezium
     ``schema``: the struct field ``image`` (before / after) of an envelope schema, or (``image`` None) the
@@ -241,7 +253,7 @@ def resolve_type(
     dialect: Dialect = OMS_DIALECT,
 ) -> tuple[str | None, str]:
     """(reported type, wire unit) of one column; see the module docstring for the precedence."""
-    if declared and declared[0] == "array" and getattr(declared, "items", None) is not None:
+    if declared and declared[0] == "array" and _depth(declared) <= MAX_ARRAY_DEPTH:
         element = V.array_element(configured.get(column)) or ""
         reported, unit = resolve_type(column, declared.items, {column: element} if element else {}, dialect)
         if reported is not None and unit != "raw":
@@ -261,8 +273,11 @@ def resolve_type(
     if column in configured:
         reported = configured[column].lower()
         fam = V.family(reported)
-        if fam == "array":
-            return reported, "array:source"
+        if fam == "array":  # configured array<T>: each level's elements read as T's text
+            unit, element = "array:source", V.array_element(reported)
+            while V.family(element) == "array":
+                unit, element = "array:" + unit, V.array_element(element)
+            return reported, unit
         if dialect.lossy_double and fam == "decimal" and declared and declared[0] in ("double", "float64", "float"):
             return "double", "source"  # decimal.handling.mode=double: the digits are already lost
         if dialect.adaptive_datetime and fam == "datetime":

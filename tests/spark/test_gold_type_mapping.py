@@ -87,6 +87,10 @@ def test_debezium_postgres_arrays_and_unavailable_values_through_gold(spark, tmp
     )
     [row] = arrays.rows()
     assert row["n72"] == '["1.50","-0.01"]' and row["r"] == '["1.45E-10","3.5"]'
+    [message] = messages("debezium_pg_arrays.json")
+    too_wide = message.replace(b'"id":1,"n5":["AQ==",', b'"id":2,"n5":["AeJA",')  # 123456 in numeric(5)[]
+    assert too_wide != message and arrays.apply_messages([too_wide]).quarantined == 1
+    assert "123456" in arrays.quarantine()[0]["reason"] and len(arrays.rows()) == 1
     assert row["d"] == '["1970-01-01","2022-01-08",null]' and row["t"] == '["2023-11-14T22:13:20.123456"]'
 
     toast = Gold(spark, tmp_path / "toast", fmt="debezium", key=["id"])

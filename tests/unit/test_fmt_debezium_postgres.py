@@ -139,3 +139,16 @@ def test_a_configured_array_type_without_a_schema():
     [change] = DEC.decode(json.dumps(raw).encode(), DecodeContext(tables={"shop.arrays": spec}))
     assert change.after["d"] == '["19000"]' and change.col_types["d"] == "array<int>"
     assert change.after["n72"] == '["1.5"]'  # text of an X[] column, as before: its JSON text
+
+
+def test_nested_arrays_cost_sql_linear_in_their_depth_and_deep_ones_stay_documents():
+    from pipelines.formats._debezium_values import MAX_ARRAY_DEPTH, declared_of, resolve_type
+    from pipelines.sql import convert_expr
+
+    sizes = [len(convert_expr("{v}", "array<" * n + "int" + ">" * n)) for n in (1, 2, 3, 4, 5, 6)]
+    assert all(b - a == sizes[1] - sizes[0] for a, b in zip(sizes, sizes[1:]))  # each level adds the same
+    field: dict = {"type": "int32"}
+    for _ in range(MAX_ARRAY_DEPTH):
+        field = {"type": "array", "items": field}
+    assert resolve_type("c", declared_of(field), {})[0] == "array<" * MAX_ARRAY_DEPTH + "int" + ">" * MAX_ARRAY_DEPTH
+    assert resolve_type("c", declared_of({"type": "array", "items": field}), {}) == ("json", "source")
