@@ -152,3 +152,14 @@ def test_nested_arrays_cost_sql_linear_in_their_depth_and_deep_ones_stay_documen
         field = {"type": "array", "items": field}
     assert resolve_type("c", declared_of(field), {})[0] == "array<" * MAX_ARRAY_DEPTH + "int" + ">" * MAX_ARRAY_DEPTH
     assert resolve_type("c", declared_of({"type": "array", "items": field}), {}) == ("json", "source")
+
+
+def test_placeholder_in_hex_mode_and_in_unwrapped_rows():
+    raw = json.loads(FIXTURES.joinpath("debezium_pg_toast.jsonl").read_text().splitlines()[1])
+    raw["payload"]["after"]["photo"] = UNAVAILABLE_PLACEHOLDER  # binary.handling.mode=hex writes the text
+    hex_ctx = DecodeContext(tables=KEYS, options={"binary.handling.mode": "hex"})
+    [update] = DEC.decode(json.dumps(raw).encode(), hex_ctx)
+    assert update.changed == ("id", "name")
+    row = {**raw["payload"]["after"], "__op": "u", "__table": "authors", "__db": "shop"}  # ExtractNewRecordState
+    [update] = DEC.decode(json.dumps(row).encode(), CTX)
+    assert update.op == "UPDATE" and update.after == {"id": "1001", "name": "Anne"} and update.changed == ("id", "name")
