@@ -189,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     _warehouse_options(e)
     e.add_argument("--table", help="only this mirror (db.table)")
     e.add_argument("--with-system-columns", action="store_true", help="include lineage columns (_seq, _op, ...)")
+    e.add_argument(
+        "--certified",
+        action="store_true",
+        help="each mirror as of its certified version, the last whose checks passed (mirrors never certified "
+        "are left out)",
+    )
     _master_option(e)
     e.set_defaults(func=cmd_export)
 
@@ -222,15 +228,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser(
         "dq",
-        help="data quality: `report` (summary table and chart of dq_results), `check` (run the built-in "
-        "checks on every mirror now; exit 1 when one fails)",
+        help="data quality: `report` (summary and chart of dq_results over a window), `check` (the checks on "
+        "every mirror now; exit 1 when one fails), `certified` (each mirror's last version whose checks passed)",
+        description="Data quality of the mirrors. Actions:\n"
+        "  report     per mirror over a window (--since, default the last day): checks run, pass rate, failures,\n"
+        "             changes quarantined, the failing checks; a PNG chart (--chart) and the Data Docs path\n"
+        "  check      the built-in checks (key not NULL and unique, freshness, reconciliation) on every mirror\n"
+        "             now, or one (--table); --rules: the table's configured rules on its current rows too;\n"
+        "             records them in dq_results, certifies the mirrors that pass; exit 1 when one fails\n"
+        "  certified  each mirror's certified version (the last whose checks passed) beside its newest",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    q.add_argument("action", choices=["report", "check"])
+    q.add_argument("action", choices=["report", "check", "certified"])
     _warehouse_options(q)
     q.add_argument(
         "--chart",
         help="where `report` writes the PNG chart (default: dq_chart.png next to the Data Docs)",
     )
+    q.add_argument(
+        "--since",
+        metavar="DURATION",
+        help="`report`: the window, back from now: '1 day' (default), '6 hours', '30 minutes', or 'all'",
+    )
+    q.add_argument("--table", metavar="MIRROR", help="`check`, `certified`: only this mirror (or source table)")
+    q.add_argument(
+        "--rules",
+        action="store_true",
+        help="`check`: also run each table's configured expectations over its mirror's current rows "
+        "(a new or changed rule on old rows; needs --conf)",
+    )
+    q.add_argument("--json", action="store_true", help="print the result as one JSON document")
     _master_option(q)
     q.set_defaults(func=cmd_dq)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pipelines.layout import SOFT_DELETE_COLUMNS, SYSTEM_COLUMNS
 from pipelines.mirror_columns import source_types, table_properties
 from pipelines.mirror_key import key_of
+from pipelines.quality.certify import certified_versions
 from pipelines.sql import export_expr
 from pipelines.values import INT64_MAX, INT64_MIN, family, parse_type, spark_type
 from pipelines.warehouse import TableRef, Warehouse
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
 _INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
 
 
-def mirror_refs(spark: SparkSession, wh: Warehouse) -> dict[str, TableRef]:
-    """Mirror name → table, for every mirror in the warehouse."""
-    out = {}
+def mirror_refs(spark: SparkSession, wh: Warehouse, table: str | None = None) -> dict[str, TableRef]:
+    """Mirror name → table, for every mirror in the warehouse (``table``: only the mirror of that name, or
+    of that source table; KeyError naming the mirrors there are when none is)."""
+    out, sources = {}, {}
     for ref in wh.catalog_gold_tables(spark)[0] if wh.catalog else [TableRef(path=p) for p in wh.mirror_paths()]:
         path = ref.path or ref.name
         props = table_properties(spark, ref)
@@ -36,11 +38,24 @@ def mirror_refs(spark: SparkSession, wh: Warehouse) -> dict[str, TableRef]:
         if name in out:  # two source tables whose names read alike (a.b + c, a + b.c): the path tells them apart
             name = f"{name} ({path.rsplit('/', 1)[-1]})"
         out[name] = ref
-    return out
+        sources[name] = props.get("lakecdc.source_table") or ""
+    if table is None:
+        return out
+    wanted = table.lower()
+    matches = {n: r for n, r in out.items() if n.lower() == wanted} or {
+        n: r for n, r in out.items() if sources[n].lower() == wanted
+    }
+    if not matches:
+        where = ", ".join(f"{wh.catalog}.{s}" for s in wh.mirror_schemas) if wh.catalog else wh.root
+        raise KeyError(f"no mirror named {table!r} in {where}; mirrors: {', '.join(sorted(out)) or 'none'}")
+    return matches
 
 
-def export_table(spark: SparkSession, ref: TableRef, with_system_columns: bool = False) -> list[dict]:
-    df = ref.read(spark)
+def export_table(
+    spark: SparkSession, ref: TableRef, with_system_columns: bool = False, version: int | None = None
+) -> list[dict]:
+    """A mirror's rows in canonical form, sorted by key (``version``: as of that Delta version)."""
+    df = ref.read(spark) if version is None else spark.sql(f"SELECT * FROM {ref.sql} VERSION AS OF {int(version)}")
     props = table_properties(spark, ref)
     key = list(key_of(props))
     types = source_types(df, props)
@@ -96,16 +111,26 @@ def _sort_value(v: object) -> tuple:
 
 
 def export_warehouse(
-    spark: SparkSession, wh: Warehouse, table: str | None = None, with_system_columns: bool = False
+    spark: SparkSession,
+    wh: Warehouse,
+    table: str | None = None,
+    with_system_columns: bool = False,
+    certified: bool = False,
 ) -> dict:
-    refs = mirror_refs(spark, wh)
-    if table is not None:
-        matches = {n: r for n, r in refs.items() if n.lower() == table.lower()}
-        if not matches:
-            where = ", ".join(f"{wh.catalog}.{s}" for s in wh.mirror_schemas) if wh.catalog else wh.root
-            raise KeyError(f"no mirror named {table!r} in {where}; mirrors: {', '.join(sorted(refs)) or 'none'}")
-        refs = matches
-    return {name: export_table(spark, ref, with_system_columns) for name, ref in sorted(refs.items())}
+    """Every mirror (or ``table``) as export prints it. ``certified``: each mirror as of its certified
+    version (:mod:`pipelines.quality.certify`); a mirror never certified is left out, and a ``table`` never
+    certified is a KeyError."""
+    refs = mirror_refs(spark, wh, table)
+    if not certified:
+        return {name: export_table(spark, ref, with_system_columns) for name, ref in sorted(refs.items())}
+    versions = certified_versions(spark, wh)
+    if table is not None and not any(n in versions for n in refs):
+        raise KeyError(f"mirror {', '.join(sorted(refs))} has no certified version yet (lakecdc dq certified)")
+    return {
+        name: export_table(spark, ref, with_system_columns, versions[name].version)
+        for name, ref in sorted(refs.items())
+        if name in versions
+    }
 
 
 def expected_value(text: str | None, source_type: str | None) -> object:

@@ -24,8 +24,10 @@ from pipelines.gold.type_mapping import map_batch_types
 from pipelines.mirror_columns import table_properties
 from pipelines.mirror_key import key_of
 from pipelines.preflight import preflight
+from pipelines.quality.certify import certify, newest_version, pipeline_running
 from pipelines.quality.checks import cdc_checks
 from pipelines.quality.docs import build_data_docs
+from pipelines.quality.rows import check_rows
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import freshness_rows
 from pipelines.routing import route_shards
@@ -51,6 +53,7 @@ class RunSummary:
     dq_results: int = 0
     dq_failed: int = 0
     data_docs: str | None = None
+    certified: list = field(default_factory=list)  # pipelines.quality.certify.Verdict per mirror checked
 
 
 def run_pipeline(
@@ -200,6 +203,9 @@ def check_run(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, gold: Gol
         rows += _reconcile(spark, mirror, changes, run_id)
     summary.dq_results = gold.results + write_results(spark, wh, rows)
     summary.dq_failed = gold.failed + sum(1 for r in rows if r.get("success") is False)
+    # the mirrors the run wrote whose checks (gold's per batch, stored; these) passed: their versions certified
+    written = {m.name: m.ref for m in gold.written.values()}
+    summary.certified = certify(spark, wh, rows, mirrors=written, refs=written, run_id=run_id)
     summary.data_docs = build_data_docs(warehouse=wh)
 
 
@@ -218,10 +224,21 @@ def _reconcile(spark: SparkSession, mirror, changes, run_id: str) -> list[dict]:
     )
 
 
-def check_every_mirror(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, summary: RunSummary) -> None:
+def check_every_mirror(
+    spark: SparkSession,
+    cfg: PipelineConfig,
+    wh: Warehouse,
+    summary: RunSummary,
+    *,
+    table: str | None = None,
+    rules: bool = False,
+) -> None:
     """``lakecdc dq check``: the built-in checks on every whole mirror now: key not NULL, key unique,
     freshness per source, and (while a mirror holds only full-load rows) reconciliation of its row count and
-    checksum with the full load. Recorded in ``dq_results`` and rendered as Great Expectations Data Docs."""
+    checksum with the full load. Recorded in ``dq_results`` and rendered as Great Expectations Data Docs.
+    ``table``: only that mirror (its name, or its source table's); ``rules``: its configured rules on its current
+    rows too (:mod:`pipelines.quality.rows`). Mirrors whose checks pass are certified
+    (:mod:`pipelines.quality.certify`): with ``rules``, on these checks of the whole mirror alone."""
     from pyspark.sql import functions as F
 
     run_id = f"run-{uuid.uuid4().hex[:12]}"
@@ -229,10 +246,15 @@ def check_every_mirror(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, 
     thresholds = {s.name: s.freshness for s in cfg.sources}
     rows: list[dict] = []
     changes = wh.silver("changes").read(spark)
-    for name, ref in sorted(mirror_refs(spark, wh).items()):
+    versions: dict[str, int] = {}
+    for name, ref in sorted(mirror_refs(spark, wh, table).items()):
         props = table_properties(spark, ref)
         key = list(key_of(props))
-        mirror = ref.read(spark)
+        versions[name] = newest_version(spark, ref)  # every check reads the mirror as of one version
+        mirror = spark.sql(f"SELECT * FROM {ref.sql} VERSION AS OF {versions[name]}")
+        if rules:
+            tc = cfg.table_for(props.get("lakecdc.source_table") or name)
+            rows += check_rows(spark, name, mirror, tc.expectations if tc else (), run_id, key_cols=key)
         checks = ["key_not_null", "key_unique", "freshness"]
         snapshot = None
         if mirror.where("_op != 'SNAPSHOT'").limit(1).count() == 0:
@@ -262,6 +284,10 @@ def check_every_mirror(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, 
         )
     summary.dq_results = write_results(spark, wh, rows)
     summary.dq_failed = sum(1 for r in rows if r.get("success") is False)
+    summary.certified = certify(
+        spark, wh, rows, mirrors=versions, whole=rules, run_id=run_id, versions=versions,
+        set_property=not pipeline_running(wh),
+    )  # fmt: skip
     summary.data_docs = build_data_docs(warehouse=wh)
 
 

@@ -23,7 +23,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with _batch_progress(spark, enabled=available_now) as progress:
             summary = run_pipeline(spark, cfg, stages, available_now, progress=progress)
     skipped = f", {summary.skipped} of tables left out (include/exclude)" if summary.skipped else ""
-    _progress(
+    print(  # the result: stdout (progress went to stderr)
         f"finished {', '.join(summary.stages)}: {summary.applied} changes applied, {summary.stale} stale "
         f"skipped, {summary.gold_quarantined} quarantined in gold{skipped}"
     )
@@ -72,7 +72,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         return 1
     with _holding(cfg, "rebuild", args.wait), _batch_progress(spark) as progress:
         summary = rebuild(spark, cfg, progress=progress)
-    _progress(
+    print(  # the result: stdout (progress went to stderr)
         f"rebuilt {', '.join(summary.stages)} from bronze: {summary.applied} changes applied, {summary.stale} "
         f"stale skipped, {summary.gold_quarantined} quarantined in gold"
     )
@@ -127,6 +127,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     wh, _cfg = _target_warehouse(args)
     spark = get_spark("lakecdc-export", master=args.master)
-    result = export_warehouse(spark, wh, args.table, args.with_system_columns)
+    certified = getattr(args, "certified", False)
+    result = export_warehouse(spark, wh, args.table, args.with_system_columns, certified=certified)
     print(json.dumps(result, ensure_ascii=False, indent=None))
     return 0

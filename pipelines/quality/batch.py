@@ -27,7 +27,9 @@ from pipelines.quality.gx_session import (
     GXSession,
     asset_name,
     cached,
+    check_text,
     counts,
+    describe,
     details,
     expectation_for,
     expectation_type,
@@ -118,7 +120,15 @@ def _text(value: Any) -> str | None:
 
 
 def check_batch(
-    spark: SparkSession, table: str, typed: DataFrame, rules: Sequence[Rule], run_id: str, batch_id: int
+    spark: SparkSession,
+    table: str,
+    typed: DataFrame,
+    rules: Sequence[Rule],
+    run_id: str,
+    batch_id: int,
+    *,
+    suite: str = "changes",
+    on: str = "each change",
 ) -> BatchQuality:
     """Validate one micro-batch of typed changes against the row rules of ``table`` (fixed rules and
     SQL rules, one Great Expectations suite).
@@ -161,17 +171,17 @@ def check_batch(
         exps = []
         for r in rules:  # the configured order: the first dropping rule names a change
             if r.name in sql_checks:
-                exps.append(sql_expectation(r, sql_checks[r.name].query))
+                exps.append(sql_expectation(r, sql_checks[r.name].query, on))
             elif r in runnable:
                 cond = list(conds)
                 if "_carried" in cols:
                     cond.append(f"(_carried IS NULL OR array_contains(_carried, {lit(r.column)}))")
-                exps.append(expectation_for(r, " AND ".join(cond) or None))
+                exps.append(expectation_for(r, " AND ".join(cond) or None, on))
         has_drop = any(r.action == "drop" for r in runnable)
         with cached(typed) as frame:
             res = GXSession.get().validate(
                 table,
-                f"{asset_name(table)}.batch",
+                f"{asset_name(table)}.{suite}",
                 exps,
                 frame,
                 result_format="COMPLETE" if has_drop else "SUMMARY",
@@ -287,6 +297,8 @@ def run_checks(
     exps = []
     for name, action, exp in checks:
         exp.meta = {**(exp.meta or {}), "rule": name, "action": action}
+        if not exp.description:
+            exp.description = describe(name, action, check_text(name, exp.expectation_type))
         exps.append(exp)
     with cached(df) as frame:  # GE computes several metrics over the frame (a caller's cache is kept)
         res = GXSession.get().validate(

@@ -5,10 +5,16 @@ Data Docs need stored validation results, which the ephemeral context of
 *file-backed* context under ``<warehouse>/dq/gx`` only for the docs: it adds this process's
 validation results to that context's validation-results store (so history accumulates across runs)
 and builds a filesystem site whose ``base_directory`` is ``<warehouse>/dq/data_docs``.
+
+Every check is listed, the passing ones too: the ``dq_results`` rows stored since the last build that no
+validation of this process covers become validation results of their own
+(:mod:`pipelines.quality.docs_results`); the batches' suites are named ``changes`` and their pages count
+changes, not rows.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import logging
 import os
 from collections.abc import Iterable
@@ -16,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.quality.batch import BatchQuality
-from pipelines.quality.docs_assets import vendor_assets
+from pipelines.quality.docs_assets import name_changes, vendor_assets
+from pipelines.quality.docs_results import stored_validations
 from pipelines.quality.gx_session import GXSession, asset_name, great_expectations, utc_now
-from pipelines.quality.storage import dq_dir
+from pipelines.quality.storage import dq_dir, dq_results_ref
 
 if TYPE_CHECKING:
     from pipelines.warehouse import Warehouse
@@ -43,6 +50,35 @@ def _validations(results: Iterable | None) -> list[tuple[str, str, Any]]:
         elif r is not None:
             items.append((r.meta.get("lakecdc_table", ""), r.meta.get("lakecdc_run", ""), r))
     return items
+
+
+#: The ``checked_at`` of the newest ``dq_results`` row a build listed (in the GE project directory).
+THROUGH_FILE = "lakecdc_docs_through.txt"
+#: How far back the first build of a site lists stored results.
+FIRST_WINDOW = _dt.timedelta(days=1)
+
+
+def _through(project: Path) -> _dt.datetime | None:
+    try:
+        return _dt.datetime.fromisoformat((project / THROUGH_FILE).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _stored(warehouse: Warehouse | str, through: _dt.datetime | None) -> tuple[list[dict], _dt.datetime | None]:
+    """The ``dq_results`` rows checked after ``through`` (first build: within :data:`FIRST_WINDOW`), and the
+    newest one's time; none without an active Spark session or the table."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = SparkSession.getActiveSession()
+    ref = dq_results_ref(warehouse)
+    if spark is None or not ref.exists(spark):
+        return [], None
+    since = through if through is not None else _dt.datetime.now() - FIRST_WINDOW
+    rows = [r.asDict() for r in ref.read(spark).where(F.col("checked_at") > F.lit(since)).collect()]
+    newest = max((r["checked_at"] for r in rows if r["checked_at"] is not None), default=None)
+    return rows, newest
 
 
 def build_data_docs(
@@ -80,6 +116,16 @@ def build_data_docs(
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     items = [i for i in _validations(results) if (str(out), id(i[2])) not in _PUBLISHED]
+    through = _through(project)
+    stored, newest = _stored(warehouse, through) if warehouse is not None else ([], None)
+    if stored:
+        covered = {
+            (t, run, er.expectation_config.meta.get("rule"))
+            for t, run, res in GXSession.recent_results() + items
+            for er in res.results
+            if er.expectation_config is not None and er.expectation_config.meta
+        }
+        items += stored_validations(stored, covered)
     if not items and index.exists():  # nothing validated since the last build: the site shows it all already
         return str(index)
     fctx = gx.get_context(mode="file", project_root_dir=str(project))
@@ -107,6 +153,9 @@ def build_data_docs(
         fctx.validation_results_store.set(key, res)
     urls = fctx.build_data_docs(site_names=["lakecdc"])
     _PUBLISHED.update((str(out), id(res)) for _table, _run, res in items)
+    if newest is not None:
+        (project / THROUGH_FILE).write_text(newest.isoformat(), encoding="utf-8")
+    name_changes(out)
     vendored = vendor_assets(out)
     log.info("quality: Data Docs at %s (%d assets served locally)", urls.get("lakecdc", index), vendored)
     return str(index)

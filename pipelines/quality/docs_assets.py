@@ -82,10 +82,20 @@ ASSETS: dict[str, tuple[str, str, str | None]] = {
 _LOGO_RE = re.compile(r'<img[^>]+src="https://great-expectations-web-assets[^"]*"[^>]*>')
 
 
+#: The project's own asset cache (a checkout's ``build/dq-assets``), wherever a command runs from.
+PROJECT_CACHE = Path(__file__).resolve().parents[2] / "build" / "dq-assets"
+
+
 def cache_dir() -> Path:
     """The unpacked npm packages: ``$LAKECDC_DQ_ASSETS``, else ``build/dq-assets`` under the
     current working directory."""
     return Path(os.environ.get("LAKECDC_DQ_ASSETS") or Path.cwd() / "build" / "dq-assets")
+
+
+def cache_dirs() -> list[Path]:
+    """Where :func:`vendor_assets` looks for the packages: :func:`cache_dir`, then the checkout's
+    :data:`PROJECT_CACHE` (a command run from another directory still finds it)."""
+    return list(dict.fromkeys([cache_dir(), PROJECT_CACHE]))
 
 
 def package_dir(spec: str, cache: Path | None = None) -> Path:
@@ -100,21 +110,26 @@ def is_unpacked(pkg: Path) -> bool:
 def vendor_assets(site: str | os.PathLike) -> int:
     """Copy the cached CDN assets into ``<site>/static/vendor`` and rewrite every page to use them.
 
-    Returns how many distinct URLs now point at local files (0 with an empty cache: the site is
-    left untouched)."""
+    An asset the caches lack but an earlier build vendored into this site is kept: GE rewrites every
+    page on each build, and a site once made to render offline stays so, wherever it is built from.
+    Returns how many distinct URLs now point at local files (0 with an empty cache and nothing vendored
+    before: the site is left untouched)."""
     site = Path(site)
     vendor = site / "static" / "vendor"
-    cache = cache_dir()
+    caches = cache_dirs()
     local: dict[str, Path] = {}
     for url, (spec, inner, extra) in ASSETS.items():
-        pkg = package_dir(spec, cache)
-        if not is_unpacked(pkg) or not (pkg / inner).exists():
+        home = vendor / package_dir(spec, vendor).name
+        dest = home / inner
+        pkg = next((p for p in (package_dir(spec, c) for c in caches) if is_unpacked(p) and (p / inner).exists()), None)
+        if pkg is None:
+            if dest.exists():  # vendored by an earlier build
+                local[url] = dest
             continue
-        dest = vendor / pkg.name / inner
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pkg / inner, dest)
-        if extra and (pkg / extra).is_dir() and not (vendor / pkg.name / extra).exists():
-            shutil.copytree(pkg / extra, vendor / pkg.name / extra)
+        if extra and (pkg / extra).is_dir() and not (home / extra).exists():
+            shutil.copytree(pkg / extra, home / extra)
         local[url] = dest
     if not local:
         return 0
@@ -125,3 +140,22 @@ def vendor_assets(site: str | os.PathLike) -> int:
         html = _LOGO_RE.sub("<strong>Great Expectations</strong>", html)
         page.write_text(html, encoding="utf-8")
     return len(local)
+
+
+#: GE's words for what a check counted, in the suites whose rows are changes (``<table>.changes``).
+_ROWS_RE = re.compile(r"\b(total|unexpected) rows\b")
+
+
+def name_changes(site: str | os.PathLike) -> int:
+    """On the pages of the ``changes`` suites (a batch's changes, not a table's rows), GE's "rows" read
+    "changes"; returns the pages changed."""
+    changed = 0
+    for page in (Path(site) / "validations").rglob("*.html"):
+        if not {"changes", "cdc_changes"} & set(page.relative_to(Path(site) / "validations").parts[:-1]):
+            continue
+        html = page.read_text(encoding="utf-8")
+        new = _ROWS_RE.sub(lambda m: f"{m.group(1)} changes", html)
+        if new != html:
+            page.write_text(new, encoding="utf-8")
+            changed += 1
+    return changed

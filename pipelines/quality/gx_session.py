@@ -175,16 +175,80 @@ def asset_name(table: str) -> str:
     return safe_name(table)
 
 
-def expectation_for(rule: Rule, row_condition: str | None) -> Any:
-    """The GE 1.x Expectation object for one configured rule."""
+#: What each action does, as Data Docs show it beside the rule's name.
+ACTION_TEXT = {
+    "warn": "warn: recorded, every change applied",
+    "drop": "drop: the offending changes go to quarantine",
+    "fail": "fail: the stream stops",
+}
+
+
+def rule_text(rule: Rule) -> str:
+    """What a rule expects, in words: ``amount between 0 and 1000000``."""
+    a, col = rule.args, ", ".join(rule.columns)
+    if rule.is_sql:
+        return rule.sql or ""
+    if rule.expectation == "not_null":
+        return f"{col} is not NULL"
+    if rule.expectation == "in_set":
+        return f"{col} in {', '.join(map(str, a['values']))}"
+    if rule.expectation == "between":
+        lo, hi = a.get("min"), a.get("max")
+        if lo is not None and hi is not None:
+            return f"{col} between {lo} and {hi}"
+        return f"{col} {'>' if a.get('strict_min') else '>='} {lo}" if lo is not None else f"{col} <= {hi}"
+    if rule.expectation == "regex":
+        return f"{col} matches {a['pattern']}"
+    if rule.expectation == "unique":
+        return f"{col} unique in the mirror"
+    if rule.expectation == "row_count_between":
+        return f"the mirror holds between {a.get('min', 0) or 0} and {a.get('max') or 'any number of'} rows"
+    return rule.expectation
+
+
+def describe(name: str, action: str, text: str, on: str | None = None) -> str:
+    """A check's line in Data Docs: its configured name, what it expects, on what, and its action
+    (a GE description is a template: ``$`` is doubled)."""
+    line = f"{name}: {text}" + (f", on {on}" if on else "") + f" · {ACTION_TEXT.get(action, action)}"
+    return line.replace("$", "$$")
+
+
+#: The built-in checks in words (:mod:`pipelines.quality.checks`), as Data Docs show them.
+CHECK_TEXT = {
+    "cdc_key_not_null": "every key column of the mirror is set",
+    "cdc_key_unique": "no two rows of the mirror share a key",
+    "cdc_seq_not_backwards": "no change older than the mirror's row for its key, on each change",
+    "cdc_source_drift": "each UPDATE/DELETE finds the row its before-image describes, on each change",
+    "cdc_freshness": "each source heard from (a change or a heartbeat) within its threshold",
+    "cdc_reconcile_count": "the mirror holds as many rows as the full load delivered",
+    "cdc_reconcile_checksum": "the mirror's rows sum to the full load's checksum",
+    "cdc_invalid_value": "values the source holds as invalid, applied as NULL (invalid_values: null)",
+}
+
+
+def check_text(name: str, etype: str | None = None) -> str:
+    """A built-in check's line (``cdc_key_not_null.k`` is the key column ``k``); else its GE type."""
+    base, _, part = name.partition(".")
+    base = base.split(":", 1)[0]
+    text = CHECK_TEXT.get(base) or CHECK_TEXT.get(etype or "") or (etype or name)
+    return f"{text} ({part})" if part else text
+
+
+def expectation_for(rule: Rule, row_condition: str | None, on: str | None = None) -> Any:
+    """The GE 1.x Expectation object for one configured rule, described by its name and action."""
     E = great_expectations().expectations
     meta = {"rule": rule.name, "action": rule.action}
+    if on is None:
+        on = "each change" if rule.scope == "batch" else "the mirror after the merge"
+    meta_desc = {"description": describe(rule.name, rule.action, rule_text(rule), on)}
     cond = {"row_condition": row_condition, "condition_parser": "spark"} if row_condition else {}
     a = rule.args
     if rule.expectation == "not_null":
-        return E.ExpectColumnValuesToNotBeNull(column=rule.column, meta=meta, **cond)
+        return E.ExpectColumnValuesToNotBeNull(column=rule.column, meta=meta, **meta_desc, **cond)
     if rule.expectation == "in_set":
-        return E.ExpectColumnValuesToBeInSet(column=rule.column, value_set=list(a["values"]), meta=meta, **cond)
+        return E.ExpectColumnValuesToBeInSet(
+            column=rule.column, value_set=list(a["values"]), meta=meta, **meta_desc, **cond
+        )
     if rule.expectation == "between":
         return E.ExpectColumnValuesToBeBetween(
             column=rule.column,
@@ -193,26 +257,27 @@ def expectation_for(rule: Rule, row_condition: str | None) -> Any:
             strict_min=a.get("strict_min", False),
             strict_max=a.get("strict_max", False),
             meta=meta,
+            **meta_desc,
             **cond,
         )
     if rule.expectation == "regex":
-        return E.ExpectColumnValuesToMatchRegex(column=rule.column, regex=a["pattern"], meta=meta, **cond)
+        return E.ExpectColumnValuesToMatchRegex(column=rule.column, regex=a["pattern"], meta=meta, **meta_desc, **cond)
     if rule.expectation == "unique":
         if len(rule.columns) == 1:
-            return E.ExpectColumnValuesToBeUnique(column=rule.column, meta=meta)
-        return E.ExpectCompoundColumnsToBeUnique(column_list=list(rule.columns), meta=meta)
+            return E.ExpectColumnValuesToBeUnique(column=rule.column, meta=meta, **meta_desc)
+        return E.ExpectCompoundColumnsToBeUnique(column_list=list(rule.columns), meta=meta, **meta_desc)
     if rule.expectation == "row_count_between":
-        return E.ExpectTableRowCountToBeBetween(min_value=a.get("min"), max_value=a.get("max"), meta=meta)
+        return E.ExpectTableRowCountToBeBetween(min_value=a.get("min"), max_value=a.get("max"), meta=meta, **meta_desc)
     raise ValueError(rule.expectation)
 
 
-def sql_expectation(rule: Rule, query: str) -> Any:
+def sql_expectation(rule: Rule, query: str, on: str = "each change") -> Any:
     """The GE expectation of a SQL rule: ``UnexpectedRowsExpectation`` with the rule's query
     (:attr:`pipelines.quality.sql_rules.SqlCheck.query`), described by the rule's own expression."""
     E = great_expectations().expectations
     return E.UnexpectedRowsExpectation(
         unexpected_rows_query=query,
-        description=f"{rule.name}: {rule.sql}",
+        description=describe(rule.name, rule.action, rule.sql or "", on),
         meta={"rule": rule.name, "action": rule.action, "sql": rule.sql},
     )
 

@@ -79,6 +79,15 @@ def dq_results_ref(warehouse: Warehouse | str) -> TableRef:
     return TableRef(path=f"{wh.root}/dq/dq_results")
 
 
+def dq_certified_ref(warehouse: Warehouse | str) -> TableRef:
+    """``<warehouse>/dq/dq_certified`` (or ``<catalog>.<silver schema>.dq_certified``): one row per
+    certification, a mirror's version whose checks passed (:mod:`pipelines.quality.certify`)."""
+    wh = _warehouse(warehouse)
+    if wh.catalog:
+        return TableRef(name=f"{wh.catalog}.{wh.schemas['silver']}.dq_certified")
+    return TableRef(path=f"{wh.root}/dq/dq_certified")
+
+
 def dq_dir(warehouse: Warehouse | str) -> Path:
     """``<warehouse>/dq``: Data Docs, the GE project that keeps their history, the chart. With a catalog,
     ``<checkpoints>/dq``: inside the checkpoints' volume, durable where a driver's local disk is not."""

@@ -407,7 +407,7 @@ def test_cdc_reconciliation_catches_lost_and_changed_rows(spark, cdc_case):
 # ---------------------------------------------------------------- reports: dq_results, Data Docs, chart
 
 
-def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
+def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse, monkeypatch):
     now = dt.datetime.now()
     rows = []
     for b in range(3):
@@ -471,10 +471,17 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
     index = build_data_docs([bq], warehouse=str(warehouse))
     assert index == str((warehouse / "dq" / "data_docs" / "index.html").resolve())
     html = Path(index).read_text()
-    assert "shop__orders.batch" in html
+    assert "shop__orders.changes" in html
     pages = list((warehouse / "dq" / "data_docs" / "validations").rglob("*.html"))
     page = "".join(p.read_text() for p in pages)
-    assert "values must belong to this set" in page and "run9-b4" in page
+    # each rule under its configured name, what it expects and its action; a batch's pages count changes
+    assert "status_known: status in NEW, PAID, SHIPPED, on each change · warn: recorded" in page, page[:2000]
+    of_changes = "".join(p.read_text() for p in pages if "changes" in p.parts)
+    assert "run9-b4" in page and "total changes" in of_changes and "total rows" not in of_changes
+    # the stored results GE never validated (passing checks, counted): every mirror, every check
+    assert "shop__users.changes" in html and "shop__users.mirror" in html
+    assert "amount_positive: " in page and "drop: the offending changes go to quarantine" in page
+    assert "cdc_key_unique: no two rows of the mirror share a key" in page
     # a later build keeps the earlier results (file-backed store under dq/gx) and adds this process's
     check_mirror(
         spark,
@@ -484,9 +491,12 @@ def test_results_report_chart_and_data_docs(spark, tmp_path, warehouse):
         "run9",
         5,
     )
+    monkeypatch.chdir(tmp_path)  # built from another working directory: the site stays offline-ready
     build_data_docs(None, warehouse=str(warehouse))
+    monkeypatch.chdir(ROOT)
     assert all(p.exists() for p in pages)
     assert len(list((warehouse / "dq" / "data_docs" / "validations").rglob("*.html"))) > len(pages)
+    assert "https://unpkg.com" not in Path(index).read_text() and "static/vendor/" in Path(index).read_text()
 
     chromium = Path("/usr/bin/chromium")
     if not chromium.exists():
