@@ -1,4 +1,5 @@
 """Airflow: run the Databricks job of the bundle (resources/lakecdc.job.yml) every 15 minutes, and wait for it.
+The job is bronze → silver → gold, then its ``maintain`` task once a day (bundle variable ``maintain_hour``).
 
 Deploy the bundle first (docs/operations.md, "Run on Databricks"). Airflow finds the job by name and passes job
 parameters: the pipeline YAML in ``conf`` when this DAG's ``conf`` param is set (a workspace path), else the job

@@ -1,4 +1,6 @@
-"""Airflow: bronze → silver → gold every 15 minutes on a self-managed Spark cluster, one spark-submit per stage.
+"""Airflow: bronze → silver → gold every 15 minutes on a self-managed Spark cluster, one spark-submit per stage,
+then ``lakecdc maintain`` (``jobs/maintain.py``) once a day: in the first run of the UTC hour of the Airflow
+Variable ``lakecdc_maintain_hour`` (default 3), after gold, as docs/operations.md ("Maintenance") says.
 
 Each stage is ``spark-submit jobs/run_stage.py --conf FILE --stage STAGE --once`` on the master of the Airflow
 connection ``spark_default`` (host ``spark://master:7077``, or ``yarn`` / ``k8s://...``). Delta's and Kafka's jars
@@ -20,6 +22,11 @@ except ImportError:  # Airflow 2.10
     from airflow import DAG
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+try:
+    from airflow.providers.standard.operators.python import ShortCircuitOperator
+except ImportError:  # Airflow 2.10
+    from airflow.operators.python import ShortCircuitOperator
+
 #: Delta Lake for Spark 4.1 and Spark's Kafka source, at the versions lakecdc is built and tested with.
 PACKAGES = "io.delta:delta-spark_4.1_2.13:4.4.0,org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.3"
 HOME = "{{ var.value.get('lakecdc_home', '/opt/lakecdc') }}"
@@ -31,11 +38,22 @@ SPARK_CONF = {
     "spark.sql.session.timeZone": "UTC",
 }
 
+MAINTAIN_HOUR = "{{ var.value.get('lakecdc_maintain_hour', '3') }}"
+#: The schedule's interval: the first run of an hour starts in its first this many minutes.
+EVERY_MINUTES = 15
+
+
+def maintenance_due(hour: str, data_interval_end=None, logical_date=None) -> bool:
+    """The first run of the UTC hour ``hour``: ``maintain`` runs after its gold (once a day)."""
+    when = data_interval_end or logical_date
+    return when is not None and when.hour == int(hour) and when.minute < EVERY_MINUTES
+
+
 with DAG(
     dag_id="lakecdc_spark_submit",
     description="lakecdc on a Spark cluster: bronze → silver → gold, each until caught up",
     start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
-    schedule=timedelta(minutes=15),
+    schedule=timedelta(minutes=EVERY_MINUTES),
     catchup=False,
     max_active_runs=1,  # the stages checkpoint; a second run at once would only wait on the first
     default_args={
@@ -57,4 +75,18 @@ with DAG(
         )
         for stage in ("bronze", "silver", "gold")
     ]
-    stages[0] >> stages[1] >> stages[2]
+    due = ShortCircuitOperator(
+        task_id="maintenance_due",
+        python_callable=maintenance_due,
+        op_kwargs={"hour": MAINTAIN_HOUR},
+    )
+    maintain = SparkSubmitOperator(
+        task_id="maintain",
+        conn_id="spark_default",
+        application=f"{HOME}/jobs/maintain.py",
+        application_args=["--conf", CONF],
+        packages=PACKAGES,
+        conf=SPARK_CONF,
+        name="lakecdc-maintain",
+    )
+    stages[0] >> stages[1] >> stages[2] >> due >> maintain

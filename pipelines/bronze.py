@@ -112,7 +112,7 @@ def landing_stream(spark: SparkSession, source: Source, max_files_per_trigger: i
 def kafka_options(kafka: KafkaSource) -> dict[str, str]:
     """Spark Kafka source options. Secrets come from ``${ENV}`` references, never from YAML."""
     opts = {
-        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "kafka.bootstrap.servers": resolve_secret(kafka.bootstrap_servers),  # ${KAFKA_BOOTSTRAP_SERVERS} too
         "startingOffsets": kafka.starting_offsets,
         # Documented choice: fail loudly when offsets were aged out or a topic was recreated,
         # because a silent skip is a hole in the mirror. Set fail_on_data_loss: false to accept it.

@@ -26,6 +26,7 @@ from pipelines.cli_commands.pipeline import (  # noqa: F401 - _with_locations: t
     cmd_run,
     cmd_status,
 )
+from pipelines.cli_commands.quarantine import cmd_quarantine, cmd_rebuild_some
 from pipelines.cli_commands.shared import _reporter  # noqa: F401 - tests use it from here
 from pipelines.formats import ALL_FORMAT_IDS
 
@@ -75,7 +76,8 @@ def _wait_option(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lakecdc",
-        description="CDC messages (OMS, DataWorks, DTS, DRS formats) into Delta mirror tables: bronze → silver → gold.",
+        description="CDC messages of many vendors' formats (`lakecdc formats` lists them) into Delta mirror tables: "
+        "bronze → silver → gold.",
     )
     p.add_argument("--version", action="version", version=f"lakecdc {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log what each stage does (stderr)")
@@ -127,13 +129,24 @@ def build_parser() -> argparse.ArgumentParser:
     _master_option(st)
     st.set_defaults(func=cmd_status)
 
-    rb = sub.add_parser("rebuild", help="drop silver and gold (tables and checkpoints) and rebuild them from bronze")
+    rb = sub.add_parser(
+        "rebuild",
+        help="drop silver and gold (tables and checkpoints) and rebuild them from bronze; with --table, only "
+        "one mirror (and its history) while the others keep their state",
+    )
     rb.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
     rb.add_argument("--yes", action="store_true", help="really drop; without it, only list what would be dropped")
+    rb.add_argument(
+        "--table",
+        metavar="MIRROR",
+        help="rebuild only this mirror (its name as `lakecdc status` and `export` show it) from every change bronze "
+        "holds for its source table, decoded under the current configuration",
+    )
+    rb.add_argument("--json", action="store_true", help="with --table: print the plan or the result as JSON")
     _location_options(rb)
     _master_option(rb)
     _wait_option(rb)
-    rb.set_defaults(func=cmd_rebuild)
+    rb.set_defaults(func=cmd_rebuild_some)  # --table: one mirror, else cmd_rebuild
 
     mt = sub.add_parser(
         "maintain",
@@ -151,6 +164,27 @@ def build_parser() -> argparse.ArgumentParser:
     _location_options(mt)
     _master_option(mt)
     mt.set_defaults(func=cmd_maintain)
+
+    qu = sub.add_parser(
+        "quarantine",
+        help="`list` and `show` what is quarantined (unresolved), `replay` it from bronze under the current "
+        "configuration (a dry run without --yes)",
+    )
+    qu.add_argument("action", choices=["list", "show", "replay"])
+    qu.add_argument("--conf", required=True, help="pipeline YAML (the warehouse, sources and rules to replay with)")
+    qu.add_argument("--table", metavar="DB.TABLE", help="only quarantine rows of this source table")
+    qu.add_argument("--reason", metavar="TEXT", help="only rows whose reason contains TEXT (case-insensitive)")
+    qu.add_argument("--rule", metavar="NAME", help="only rows a data-quality rule of this name quarantined")
+    qu.add_argument("--stage", choices=["silver", "gold"], help="only rows of this stage")
+    qu.add_argument("--position", metavar="POINTER", help="only rows of this bronze pointer (file#line, kafka:...)")
+    qu.add_argument("--all", action="store_true", help="`list`, `show`: resolved groups too")
+    qu.add_argument("--limit", type=int, default=100, metavar="N", help="`list`, `show`: at most N groups (100)")
+    qu.add_argument("--yes", action="store_true", help="`replay`: really replay; without it, say what would be")
+    qu.add_argument("--json", action="store_true", help="print one JSON document")
+    _location_options(qu)
+    _master_option(qu)
+    _wait_option(qu)
+    qu.set_defaults(func=cmd_quarantine)
 
     dec = sub.add_parser("decode", help="decode messages (one per line) to canonical changes as JSON lines")
     dec.add_argument(

@@ -42,6 +42,7 @@ from pipelines.gold.state import KEY_STATE_PROPERTY, GoldState, Pending
 from pipelines.kafka_offsets import KafkaProbe
 from pipelines.mirror_columns import table_properties
 from pipelines.quality.storage import dq_results_ref
+from pipelines.quarantine import unresolved_quarantine
 from pipelines.silver import last_seen
 from pipelines.warehouse import TableRef, Warehouse, state_key
 
@@ -232,11 +233,11 @@ def _kafka_lag(spark: SparkSession, source: Source, bronze: DataFrame | None, ou
 
 
 def _quarantine_counts(spark: SparkSession, wh: Warehouse) -> dict[tuple[str, str, str | None, str | None], int]:
-    ref = wh.silver("quarantine")
-    if not ref.exists(spark):
+    groups = unresolved_quarantine(spark, wh)  # what a replay resolved is not counted
+    if groups is None:
         return {}
-    rows = ref.read(spark).groupBy("stage", "source", "db", "table").count().collect()
-    return {(r["stage"], r["source"], r["db"], r["table"]): r["count"] for r in rows}
+    rows = groups.groupBy("stage", "source", "db", "table").agg({"count": "sum"}).collect()
+    return {(r["stage"], r["source"], r["db"], r["table"]): int(r["sum(count)"]) for r in rows}
 
 
 # ---------------------------------------------------------------- mirrors

@@ -96,7 +96,7 @@ class TableRef:
 
 #: The tables silver writes: one per kind of decoded row (``skipped``: changes of tables ``include`` /
 #: ``exclude`` leave out), and each batch's counts and high-water marks (``batch_counts``).
-SILVER_TABLES = ("changes", "quarantine", "heartbeats", "ddl_log", "skipped", "batch_counts")
+SILVER_TABLES = ("changes", "quarantine", "heartbeats", "ddl_log", "skipped", "batch_counts", "quarantine_resolved")
 #: The tables gold keeps next to a mirror: deleted keys, ids of applied changes (keyless), SCD2 history.
 SIDE_TABLES = ("tombstones", "applied", "history")
 #: Gold's shared state tables, one each for all mirrors (pipelines.gold.state).

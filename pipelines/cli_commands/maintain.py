@@ -8,7 +8,8 @@
    unless a table's ``delta.deletedFileRetentionDuration`` allows it): files a stream behind by less than
    that, a change-feed reader or a time-travel query still needs stay.
 
-Tables: bronze, silver (and ``dq_results``), gold's state tables, every mirror and its side tables
+Tables: bronze, silver (with ``quarantine_resolved``), ``dq_results`` (``dq/dq_results``), gold's state tables,
+every mirror and its side tables
 (tombstones of mirrors written before key state, keyless mirrors' applied ids, histories).
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -30,13 +32,22 @@ DEFAULT_RETAIN_HOURS = 168
 def maintained_tables(spark: SparkSession, wh: Warehouse) -> list[TableRef]:
     """Every table ``maintain`` works on that exists, in flow order (bronze, silver, gold)."""
     from pipelines.export import mirror_refs
+
+    return [ref for ref in candidate_tables(wh, mirror_refs(spark, wh).values()) if ref.exists(spark)]
+
+
+def candidate_tables(wh: Warehouse, mirrors: Iterable[TableRef]) -> list[TableRef]:
+    """The tables ``maintain`` works on where they exist: bronze, silver's, ``dq_results`` where the checks
+    write it (``dq/dq_results``, or the silver schema: :func:`pipelines.quality.storage.dq_results_ref`), gold's
+    state tables, and each of ``mirrors`` with its side tables."""
+    from pipelines.quality.storage import dq_results_ref
     from pipelines.warehouse import SIDE_TABLES, SILVER_TABLES, STATE_TABLES
 
-    refs = [wh.bronze, *(wh.silver(n) for n in (*SILVER_TABLES, "dq_results"))]
+    refs = [wh.bronze, *(wh.silver(n) for n in SILVER_TABLES), dq_results_ref(wh)]
     refs += [wh.gold_state(n) for n in STATE_TABLES]
-    for mirror in mirror_refs(spark, wh).values():
+    for mirror in mirrors:
         refs += [mirror, *(wh.side_of(mirror, kind) for kind in SIDE_TABLES)]
-    return [ref for ref in refs if ref.exists(spark)]
+    return refs
 
 
 def compact_state(spark: SparkSession, wh: Warehouse) -> int | None:

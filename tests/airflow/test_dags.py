@@ -81,10 +81,11 @@ def test_spark_submit_dag_runs_the_stages_in_order_with_packages_and_conf(dagbag
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     dag = dagbag.dags["lakecdc_spark_submit"]
-    assert sorted(dag.task_ids) == ["bronze", "gold", "silver"]
+    assert sorted(dag.task_ids) == ["bronze", "gold", "maintain", "maintenance_due", "silver"]
     assert dag.get_task("bronze").downstream_task_ids == {"silver"}
     assert dag.get_task("silver").downstream_task_ids == {"gold"}
-    assert dag.get_task("gold").downstream_task_ids == set()
+    assert dag.get_task("gold").downstream_task_ids == {"maintenance_due"}
+    assert dag.get_task("maintenance_due").downstream_task_ids == {"maintain"}
     for stage in ("bronze", "silver", "gold"):
         task = dag.get_task(stage)
         assert isinstance(task, SparkSubmitOperator)
@@ -95,3 +96,24 @@ def test_spark_submit_dag_runs_the_stages_in_order_with_packages_and_conf(dagbag
         args = task.application_args
         assert args[0] == "--conf" and args[2:] == ["--stage", stage, "--once"], args  # a list: no shell splitting
         assert "spark.pyspark.python" in task.conf
+
+
+def test_spark_submit_dag_maintains_after_gold_once_a_day(dagbag: DagBag) -> None:
+    """operations.md: ``lakecdc maintain`` after gold, between runs, in the first run of the hour
+    ``lakecdc_maintain_hour`` (default 3, UTC): one run a day of a DAG that runs every 15 minutes."""
+    from datetime import datetime, timezone
+
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    dag = dagbag.dags["lakecdc_spark_submit"]
+    assert dag.max_active_runs == 1, "maintain must never run beside gold"
+    maintain = dag.get_task("maintain")
+    assert isinstance(maintain, SparkSubmitOperator)
+    assert maintain.application.endswith("/jobs/maintain.py") and maintain.application_args[0] == "--conf"
+    assert (Path(__file__).resolve().parents[2] / "jobs" / "maintain.py").is_file()
+    due = dag.get_task("maintenance_due")
+    assert due.op_kwargs == {"hour": "{{ var.value.get('lakecdc_maintain_hour', '3') }}"}
+    day = [datetime(2026, 1, 1, h, m, tzinfo=timezone.utc) for h in range(24) for m in (0, 15, 30, 45)]
+    runs = [t for t in day if due.python_callable("3", data_interval_end=t)]
+    assert runs == [datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)]
+    assert not due.python_callable("3")

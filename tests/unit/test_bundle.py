@@ -112,6 +112,8 @@ def test_every_referenced_file_exists(
     assert cfg.catalog and cfg.schema and cfg.checkpoints.startswith("/Volumes/"), cfg
     for name, (path, spec) in jobs.items():
         for task in spec["tasks"]:
+            if "condition_task" in task:  # no code of its own
+                continue
             wheels = [lib["whl"] for lib in task.get("libraries", []) if "whl" in lib]
             wheels += [dep for dep in _environment(spec, task).get("dependencies", []) if dep.endswith(".whl")]
             assert wheels, f"{name}.{task['task_key']}: the wheel is neither a library nor a dependency"
@@ -149,7 +151,8 @@ def test_tasks_chain_and_every_job_is_bounded(jobs: dict[str, tuple[Path, dict]]
         for task in spec["tasks"]:
             for dependency in task.get("depends_on", []):
                 assert dependency["task_key"] in keys, f"{name}.{task['task_key']} depends on a missing task"
-            assert task.get("job_cluster_key") in clusters or task.get("environment_key"), task["task_key"]
+            if "condition_task" not in task:  # a condition runs on no compute
+                assert task.get("job_cluster_key") in clusters or task.get("environment_key"), task["task_key"]
             assert task.get("timeout_seconds", 0) > 0, f"{name}.{task['task_key']} has no timeout"
         assert spec.get("timeout_seconds", 0) > 0, f"{name} has no timeout"
         assert spec.get("max_concurrent_runs") == 1, f"{name}: streaming checkpoints allow one run at a time"
@@ -171,7 +174,7 @@ def test_tasks_chain_and_every_job_is_bounded(jobs: dict[str, tuple[Path, dict]]
 def test_wheel_tasks_run_the_lakecdc_cli_with_arguments_it_accepts(
     jobs: dict[str, tuple[Path, dict]], pyproject: dict
 ) -> None:
-    from pipelines.cli import build_parser, cmd_run
+    from pipelines.cli import build_parser, cmd_maintain, cmd_run
 
     scripts = pyproject["project"]["scripts"]
     for _name, (_path, spec) in jobs.items():
@@ -185,10 +188,14 @@ def test_wheel_tasks_run_the_lakecdc_cli_with_arguments_it_accepts(
             assert wheel_task["entry_point"] in scripts, f"{wheel_task['entry_point']} is no [project.scripts] entry"
             argv = [JOB_PARAM_RE.sub(lambda m, d=defaults: d[m.group(1)], str(arg)) for arg in wheel_task["parameters"]]
             args = build_parser().parse_args(argv)
-            assert args.func is cmd_run and args.once, argv
             assert (args.catalog, args.schema) == (defaults["catalog"], defaults["schema"])
             assert args.checkpoints == defaults["checkpoints"]
-            stages.append(args.stage)
+            if args.func is cmd_maintain:
+                assert not args.dry_run, argv
+                stages.append("maintain")
+            else:
+                assert args.func is cmd_run and args.once, argv
+                stages.append(args.stage)
             quality = [lib["pypi"]["package"] for lib in task.get("libraries", []) if "pypi" in lib]
             quality += [dep for dep in _environment(spec, task).get("dependencies", []) if not dep.endswith(".whl")]
             wanted = [
@@ -197,7 +204,30 @@ def test_wheel_tasks_run_the_lakecdc_cli_with_arguments_it_accepts(
                 if req.startswith("great-expectations")
             ]
             assert quality == wanted, "gold needs Great Expectations on the cluster, at the wheel's version"
-        assert stages == ["bronze", "silver", "gold"], _name
+        assert stages == ["bronze", "silver", "gold", "maintain"], _name
+
+
+def test_maintain_runs_after_gold_once_a_day(jobs: dict[str, tuple[Path, dict]], bundle: dict) -> None:
+    """operations.md: `lakecdc maintain` in the bundle as a task after gold, between runs: in the same job (one
+    run at a time), behind two conditions: the hour ``maintain_hour`` and its first run (minute under 15)."""
+    hour = bundle["variables"]["maintain_hour"]["default"]
+    assert 0 <= int(hour) <= 23
+    for name, (_path, spec) in jobs.items():
+        tasks = {task["task_key"]: task for task in spec["tasks"]}
+        defaults = {parameter["name"]: parameter["default"] for parameter in spec["parameters"]}
+        assert defaults["maintain_hour"] == "${var.maintain_hour}", name
+        gate_hour, gate_first = tasks["maintenance_hour"], tasks["maintenance_first_run"]
+        assert gate_hour["depends_on"] == [{"task_key": "gold"}], name
+        assert gate_hour["condition_task"] == {
+            "op": "EQUAL_TO",
+            "left": "{{job.start_time.hour}}",
+            "right": "{{job.parameters.maintain_hour}}",
+        }
+        assert gate_first["depends_on"] == [{"task_key": "maintenance_hour", "outcome": "true"}]
+        assert gate_first["condition_task"]["left"] == "{{job.start_time.minute}}"
+        assert int(gate_first["condition_task"]["right"]) * 4 <= 60 < int(gate_first["condition_task"]["right"]) * 5
+        assert spec["schedule"]["quartz_cron_expression"] == "0 */15 * * * ?", "the gate assumes a run every 15 min"
+        assert tasks["maintain"]["depends_on"] == [{"task_key": "maintenance_first_run", "outcome": "true"}]
 
 
 def _environment(job: dict, task: dict) -> dict:
@@ -246,4 +276,6 @@ def test_one_job_runs_on_a_schedule_since_every_job_shares_the_tables_and_checkp
     ]
     assert scheduled == ["lakecdc_pipeline"], "the serverless variant is opt-in: its schedule stays paused"
     serverless = jobs["lakecdc_pipeline_serverless"][1]
-    assert "job_clusters" not in serverless and all(task["environment_key"] for task in serverless["tasks"])
+    assert "job_clusters" not in serverless and all(
+        task.get("environment_key") or "condition_task" in task for task in serverless["tasks"]
+    )

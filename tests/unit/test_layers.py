@@ -64,7 +64,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("gold", ("pipelines.gold", "pipelines.gold.*")),
-    ("orchestration", ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress")),
+    (
+        "orchestration",
+        ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress", "pipelines.quarantine"),
+    ),
     ("entry points", ("pipelines.cli", "pipelines.cli_commands", "pipelines.cli_commands.*")),
 )
 #: Dev tools: they may import the runtime; only the CLI's dev subcommands import them.
@@ -80,6 +83,7 @@ LAZY_IMPORTERS = (
     "pipelines.cli_commands.dq",
     "pipelines.cli_commands.dev",
     "pipelines.cli_commands.maintain",
+    "pipelines.cli_commands.quarantine",
 )
 
 
