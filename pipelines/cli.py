@@ -17,6 +17,7 @@ from pipelines import __version__
 from pipelines.cli_commands.dev import cmd_demo, cmd_kafka, cmd_produce, cmd_soak
 from pipelines.cli_commands.dq import cmd_dq
 from pipelines.cli_commands.formats import cmd_decode, cmd_formats
+from pipelines.cli_commands.lineage import cmd_erase, cmd_why
 from pipelines.cli_commands.maintain import DEFAULT_RETAIN_HOURS, cmd_maintain
 from pipelines.cli_commands.pipeline import (  # noqa: F401 - _with_locations: tests use it from here
     _with_locations,
@@ -294,6 +295,38 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print the result as one JSON document")
     _master_option(q)
     q.set_defaults(func=cmd_dq)
+
+    wy = sub.add_parser(
+        "why",
+        help="every change one key of a mirror has had, oldest first: bronze position, sequence, what gold "
+        "decided (applied, stale, waiting, quarantined) and the mirror version that applied it; exit 1: none",
+    )
+    _warehouse_options(wy)
+    wy.add_argument("--table", required=True, metavar="MIRROR", help="the mirror (its name as export shows it)")
+    wy.add_argument(
+        "--key", required=True, action="append", metavar="COL=VALUE[,COL=VALUE]", help="the key (repeatable)"
+    )
+    wy.add_argument("--json", action="store_true", help="print one JSON document")
+    _master_option(wy)
+    wy.set_defaults(func=cmd_why)
+
+    er = sub.add_parser(
+        "erase",
+        help="remove one key's values from bronze, silver, quarantine, the mirror, its history and key state, "
+        "with an audit row in `erasures`; without --yes, only list what would be removed (exit 1)",
+    )
+    _warehouse_options(er)
+    er.add_argument("--table", required=True, metavar="MIRROR", help="the mirror (its name as export shows it)")
+    er.add_argument(
+        "--key", required=True, action="append", metavar="COL=VALUE[,COL=VALUE]", help="the key (repeatable)"
+    )
+    er.add_argument("--yes", action="store_true", help="really erase; without it, only list what would be removed")
+    er.add_argument("--requested-by", metavar="WHO", help="who asked, for the audit row (default: the OS user)")
+    er.add_argument("--reason", metavar="TEXT", help="why, for the audit row (e.g. a ticket id)")
+    er.add_argument("--json", action="store_true", help="print one JSON document")
+    _master_option(er)
+    _wait_option(er)
+    er.set_defaults(func=cmd_erase)
 
     f = sub.add_parser("formats", help="list the supported formats: ordering, table and key, types, quirks")
     f.add_argument("--markdown", action="store_true", help="as Markdown: a section per format (docs/formats.md)")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pipelines.bronze import start_bronze
 from pipelines.config import STAGES, PipelineConfig
 from pipelines.connect_relay import receive, relay_key
+from pipelines.consistent import record_point
 from pipelines.errors import ConfigError
 from pipelines.export import mirror_refs
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
@@ -86,6 +87,7 @@ def run_pipeline(
             _take_relayed(spark, wh, silver_stats, gold_stats)
             if stage == "gold":  # changes an earlier continuous run left waiting: a run until caught up merges them
                 gold_stats.add(flush_due(spark, cfg, wh, gold_stream, drain=True))
+                _record_consistent(spark, cfg, wh, progress)
             summary.seconds[stage] = round(time.monotonic() - began, 1)
             summary.stages.append(stage)
             progress(f"{stage}: done in {summary.seconds[stage]} s")
@@ -122,6 +124,8 @@ def run_pipeline(
             if flushed is not None and flushed.written:
                 gold_stats.add(flushed)
                 progress(f"gold: stopping, {len(flushed.written)} mirrors with waiting changes merged")
+        if "gold" in ordered:
+            _record_consistent(spark, cfg, wh, progress)
         summary.stages = ordered
     gold_stream.close()  # its kept threads and their sessions: the run's streams are over
     summary.skipped = silver_stats.skipped
@@ -148,6 +152,16 @@ def run_pipeline(
         check_run(spark, cfg, wh, gold_stats, summary)
         progress(f"data quality: {summary.dq_results} checks, {summary.dq_failed} failed; report {summary.data_docs}")
     return summary
+
+
+def _record_consistent(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, progress) -> None:
+    """After gold: each source's consistent point (:mod:`pipelines.consistent`); a failure to record one is
+    logged, never the run's failure (the last point stays)."""
+    try:
+        for line in record_point(spark, cfg, wh):
+            progress(line)
+    except Exception as exc:  # noqa: BLE001 - the point is a reader's aid: the mirrors are written
+        log.warning("consistent point not recorded: %s: %s", type(exc).__name__, exc)
 
 
 def _take_relayed(spark: SparkSession, wh: Warehouse, silver: SilverStats, gold: GoldStats) -> None:

@@ -66,7 +66,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("gold", ("pipelines.gold", "pipelines.gold.*")),
     (
         "orchestration",
-        ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress", "pipelines.quarantine"),
+        ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress", "pipelines.quarantine",
+         "pipelines.why", "pipelines.erase", "pipelines.consistent"),  # fmt: skip
     ),
     ("entry points", ("pipelines.cli", "pipelines.cli_commands", "pipelines.cli_commands.*")),
 )
@@ -84,6 +85,7 @@ LAZY_IMPORTERS = (
     "pipelines.cli_commands.dev",
     "pipelines.cli_commands.maintain",
     "pipelines.cli_commands.quarantine",
+    "pipelines.cli_commands.lineage",
 )
 
 

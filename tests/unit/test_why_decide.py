@@ -1,0 +1,60 @@
+"""``lakecdc why``'s reading of gold's decisions from key state, pending changes and quarantine (no Spark)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from pipelines.why import KeyStateRow, decide, parse_key
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
+
+
+def at(seconds: int) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def change(seq: str, ingest: int, position: str = "p", queue_pos: str = "q") -> dict:
+    return {"seq": seq, "queue_pos": queue_pos, "bronze_position": position, "ingest_time": at(ingest)}
+
+
+def row(batch: int, seq: str, written: int, queue_pos: str = "q") -> KeyStateRow:
+    return KeyStateRow(batch, seq, queue_pos, True, at(written))
+
+
+def test_parse_key_pairs_and_commas():
+    assert parse_key(["id=1"]) == {"id": "1"}
+    assert parse_key(["a=1,b=x"]) == {"a": "1", "b": "x"}
+    assert parse_key(["a=1", "b=x,y"]) == {"a": "1", "b": "x,y"}  # a piece without = belongs to the value
+    with pytest.raises(ValueError):
+        parse_key(["nokey"])
+
+
+def test_the_batch_last_change_and_a_folded_one():
+    keys = [row(0, "200", written=10)]
+    assert decide(change("200", 1), keys, {}, {}, [], None) == {"status": "applied", "batch": 0, "last": True}
+    folded = decide(change("100", 1), keys, {}, {}, [], None)
+    assert folded == {"status": "applied", "batch": 0, "last": False, "batch_seq": "200"}
+
+
+def test_a_late_change_is_stale_against_what_the_key_held():
+    keys = [row(0, "200", written=10)]
+    # arrived after batch 0, older than its sequence; no later batch wrote the key (a stale change writes none)
+    assert decide(change("150", 20), keys, {}, {}, [], None) == {"status": "stale", "against_seq": "200"}
+    # a later batch did write the key: the state before it is what the late change met
+    keys = [row(0, "200", written=10), row(1, "300", written=30)]
+    assert decide(change("150", 20), keys, {}, {}, [], None) == {"status": "stale", "against_seq": "200"}
+    # an equal sequence re-applies (gold's rule: strictly older is stale)
+    assert decide(change("200", 20, queue_pos="a"), keys, {}, {}, [], None)["status"] == "applied"
+
+
+def test_quarantined_waiting_and_undecided():
+    held = {"p": {"stage": "gold", "reason": "value x of column age does not fit INT", "rule": None, "bad_value": None}}
+    got = decide(change("250", 1), [], held, {}, [], None)
+    assert got["status"] == "quarantined" and "does not fit" in got["reason"]
+    pending = {("p", "400"): 3}
+    assert decide(change("400", 1), [], {}, pending, [], None) == {"status": "waiting", "since_batch": 3}
+    assert decide(change("400", 1), [], {}, pending, [2, 5], None)["batch"] == 5  # applied by batch 5's merge
+    assert decide(change("500", 1), [], {}, {}, [], None)["status"] == "undecided"
+    assert decide(change("500", 1), [], {}, {}, [], at(5))["status"] == "compacted"
