@@ -37,6 +37,7 @@ from pipelines.gold.parallel import Workers
 from pipelines.gold.plan import MirrorCache, TablePlan, describe_table, mirror_identity, plan_tables
 from pipelines.gold.profile import SOURCE_TABLE, TableProfile, profile_batch, source_table_col
 from pipelines.gold.settings import GOLD_SESSION_CONF, SMALL_BATCH, batch_settings, small_batch_conf
+from pipelines.gold.soft import is_soft
 from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
 from pipelines.gold.steps import StepClock
 from pipelines.gold.type_mapping import map_batch_types
@@ -282,7 +283,9 @@ class BatchPass:
             return
         stats.applied += c["applied"]
         stats.stale += c["stale"]
-        if c["truncates"]:  # the last TRUNCATE applies; the ones before it are superseded
+        if c["truncates"] and is_soft(plan.tc):  # soft: every TRUNCATE marks what it covers
+            stats.applied += c["truncates"]
+        elif c["truncates"]:  # the last TRUNCATE applies; the ones before it are superseded
             stats.applied += 1
             stats.stale += c["truncates"] - 1
         if self.cfg.quality_checks:

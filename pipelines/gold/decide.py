@@ -30,6 +30,7 @@ from pipelines.gold.lookups import MIRROR, Lookups, map_sql
 from pipelines.gold.order import ORD, delete_first, ord_sql
 from pipelines.gold.plan import TablePlan
 from pipelines.gold.profile import SOURCE_TABLE
+from pipelines.gold.soft import is_soft
 from pipelines.sql import EMPTY_MAP, PARTIAL_SQL, ROW_AFTER_SQL, ROW_IMAGE_SQL, lit
 
 if TYPE_CHECKING:
@@ -180,8 +181,11 @@ def with_key_state(rows: DataFrame, state: DataFrame, plans: Mapping[str, TableP
 
 
 def truncated_seq(plan: TablePlan) -> str:
-    """The TRUNCATE sequence a table's changes must be newer than: the mirror's, or this batch's last."""
-    return max(plan.truncated_seq, plan.profile.truncate_seq or "") if plan.keyed else plan.truncated_seq
+    """The TRUNCATE sequence a table's changes must be newer than: the mirror's, or this batch's last (a soft
+    mirror's: the mirror's; its TRUNCATEs mark what they cover after the write, :mod:`pipelines.gold.truncate`)."""
+    if plan.keyed and not is_soft(plan.tc):
+        return max(plan.truncated_seq, plan.profile.truncate_seq or "")
+    return plan.truncated_seq
 
 
 def _superseded(plans: Mapping[str, TablePlan]) -> str:
@@ -189,7 +193,7 @@ def _superseded(plans: Mapping[str, TablePlan]) -> str:
     parts = [
         f"({MIRROR} = {lit(p.mirror)} AND {ORD} <= {ord_sql(p.profile.truncate_ord)})"
         for p in plans.values()
-        if p.truncates and p.keyed
+        if p.truncates and p.keyed and not is_soft(p.tc)  # soft: applied, then marked by the TRUNCATE
     ]
     return " OR ".join(parts)
 

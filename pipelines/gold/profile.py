@@ -56,6 +56,7 @@ class TableProfile:
     truncate_ord: dict[str, Any] | None = None  # the ``ord`` fields of the last TRUNCATE
     truncate_seq: str | None = None
     truncate_time: str | None = None  # its source commit time
+    truncates: list[tuple[str, str | None]] = field(default_factory=list)  # every TRUNCATE's (seq, time)
     invalid_values: int = 0  # changes carrying a value the source holds as invalid (a zero date)
 
     @property
@@ -110,12 +111,15 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
             F.max(F.when(truncate, F.col(ORD))).alias("t_ord"),
             F.max(F.when(truncate, F.col("seq"))).alias("t_seq"),
             F.max(F.when(truncate, F.col("event_time"))).cast("string").alias("t_time"),
+            F.collect_set(F.when(truncate, F.array("seq", F.col("event_time").cast("string")))).alias("t_all"),
             F.count_if(F.coalesce(F.size("invalid") > 0, F.lit(False))).alias("invalid"),
         )
         .select(
             SOURCE_TABLE,
             F.lit("table").alias("fact"),
-            F.to_json(F.struct("n", "key", "formats", "sources", "t_ord", "t_seq", "t_time", "invalid")).alias("v"),
+            F.to_json(F.struct("n", "key", "formats", "sources", "t_ord", "t_seq", "t_time", "t_all", "invalid")).alias(
+                "v"
+            ),
         )
     )
     profiles: dict[str, TableProfile] = {}
@@ -132,5 +136,6 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
             p.changes, p.key, p.formats = v["n"], tuple(v.get("key") or ()), tuple(v["formats"])
             p.sources = tuple(sorted(s for s in v.get("sources") or () if s))
             p.truncate_ord, p.truncate_seq, p.truncate_time = v.get("t_ord"), v.get("t_seq"), v.get("t_time")
+            p.truncates = sorted(((s, t) for s, t in v.get("t_all") or ()), key=lambda st: (st[0] or "", st[1] or ""))
             p.invalid_values = v.get("invalid") or 0
     return profiles

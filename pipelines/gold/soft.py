@@ -9,7 +9,10 @@ What differs from hard deletes, and where:
 * the write is always a MERGE (:func:`soft_clauses`): a matched DELETE updates the row's lineage and marks
   it, an unmatched DELETE of a key the batch held inserts it marked, a DELETE of a key never seen writes
   nothing;
-* a TRUNCATE marks every row it covers (:func:`pipelines.gold.truncate.truncate_mirror`);
+* a TRUNCATE marks every row it covers (:func:`pipelines.gold.truncate.truncate_mirror`), after the batch's
+  write: changes before it in the same batch are applied, not stale, and then marked, so the mirror is the
+  one the same changes give split over batches (each TRUNCATE of the batch marks the rows it covers, with its
+  own time: :func:`soft_truncate_set`);
 * staleness, replays and late changes are decided by key state exactly as for hard deletes (a soft-deleted
   key is a deleted key there), so a late DELETE older than the key's last change is stale, and a replayed
   batch sets rows to the same states;
@@ -19,11 +22,11 @@ What differs from hard deletes, and where:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from pipelines.layout import SOFT_DELETE_COLUMNS, SOFT_DELETE_DDL
-from pipelines.sql import q, timestamp_lit
+from pipelines.sql import lit, q, timestamp_lit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,6 +83,11 @@ def soft_clauses(update_set: dict[str, str], insert_values: dict[str, str]) -> l
     ]
 
 
-def soft_truncate_set(truncate_time: str | None) -> dict[str, str]:
-    """What a soft TRUNCATE sets on every live row it covers (``truncate_time``: its source commit time)."""
-    return {q(DELETED): "true", q(DELETED_AT): timestamp_lit(truncate_time), "`_op`": "'TRUNCATE'"}
+def soft_truncate_set(truncates: Sequence[tuple[str, str | None]]) -> dict[str, str]:
+    """What the soft TRUNCATEs of a batch set on every live row they cover (``truncates``: each one's
+    sequence and source commit time, ascending): ``_deleted_at`` is the time of the first that covers the row
+    (its ``_seq`` at most that TRUNCATE's), as when each TRUNCATE came in a batch of its own."""
+    when = " ".join(f"WHEN `_seq` <= {lit(seq)} THEN {timestamp_lit(time)}" for seq, time in truncates[:-1])
+    last = timestamp_lit(truncates[-1][1])
+    deleted_at = f"CASE {when} ELSE {last} END" if when else last
+    return {q(DELETED): "true", q(DELETED_AT): deleted_at, "`_op`": "'TRUNCATE'"}

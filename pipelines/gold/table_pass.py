@@ -31,7 +31,7 @@ from pipelines.gold.plan import TablePlan
 from pipelines.gold.profile import SOURCE_TABLE
 from pipelines.gold.soft import is_soft, soft_mirrors
 from pipelines.gold.state import LATER, Pending
-from pipelines.gold.truncate import apply_truncate, truncate_mirror
+from pipelines.gold.truncate import after_truncate_sql, apply_truncate, close_history, truncate_mirror
 from pipelines.quality.batch import check_mirror
 from pipelines.quality.invalid_values import invalid_value_rows
 from pipelines.quality.storage import dq_results_ref, results_frame
@@ -204,11 +204,16 @@ class MicroBatch(BatchPass):
         from pyspark.sql import functions as F
 
         ctx = self._context(session, plan)
-        if plan.truncates:
-            truncate_mirror(ctx, plan.profile, plan.truncated_seq, plan.history, soft=is_soft(plan.tc))
+        soft = is_soft(plan.tc)  # a soft mirror's TRUNCATEs mark rows after the write (pipelines.gold.truncate)
+        if plan.truncates and not soft:
+            truncate_mirror(ctx, plan.profile, plan.truncated_seq, plan.history)
             self.stream.cache.forget(plan.ident.ref)
+        if plan.truncates and soft:  # the history as a hard mirror's: closed first, changes after it merged
+            close_history(ctx, plan.profile, plan.history, every=True)
         if plan.history is not None:
             changes = self.changes_of[plan.mirror].withColumn("k", F.expr(typed_key(plan.key, plan.shape)))
+            if plan.truncates and soft:
+                changes = changes.where(after_truncate_sql(plan.profile))
             merge_history(ctx, changes, plan.key, plan.shape, plan.history, tracked_columns(plan))
         writes = apply_keyed(
             ctx,
@@ -218,8 +223,11 @@ class MicroBatch(BatchPass):
             writes,
             careful=self.stream.careful,
             may_append=plan.mirror not in self.waited,
-            soft=is_soft(plan.tc),
+            soft=soft,
         )
+        if plan.truncates and soft:
+            truncate_mirror(ctx, plan.profile, plan.truncated_seq, None, soft=True)
+            self.stream.cache.forget(plan.ident.ref)
         if self.cfg.quality_checks:
             ctx.record(key_check_rows(plan.ident.mirror_name, plan.key, writes, self.app_id, self.batch_id))
         self._mirror_expectations(ctx, plan)

@@ -109,6 +109,33 @@ def test_soft_deletes_keep_rows_marked_as_the_model_says(spark, tmp_path):
     assert _exported(gold) == before, "a replay changes nothing"
 
 
+def test_soft_truncates_mark_the_same_rows_wherever_the_batch_boundary_falls(spark, tmp_path):
+    """``deletes: soft`` with TRUNCATEs (issue 40): rows inserted before a TRUNCATE of the same batch are kept
+    and marked, as when the TRUNCATE comes in a batch of its own; each of two TRUNCATEs of one batch marks
+    what it covers with its own time; a row deleted before stays marked at its DELETE's time. One batch and
+    three give the model's mirror and the same counts (every change and TRUNCATE applied)."""
+    changes = [
+        change("INSERT", 1, after=_row(1, a="1", b="x", d="1.10")),
+        change("INSERT", 2, after=_row(2, a="2", b="y", d="2.20")),
+        change("DELETE", 3, before=_row(2, a="2", b="y", d="2.20")),
+        truncate(4),
+        change("INSERT", 5, after=_row(3, a="3", b="z", d="3.30")),
+        truncate(6),
+        change("INSERT", 7, after=_row(1, a="11", b="x2", d="1.11")),  # revives key 1
+    ]
+    results = []
+    for name, batches in (("one", [changes]), ("three", [changes[:3], changes[3:5], changes[5:]])):
+        gold = Gold(spark, tmp_path / name, deletes="soft")
+        counts = [(s.applied, s.stale, s.quarantined) for s in map(gold.apply, batches)]
+        results.append((_exported(gold), tuple(map(sum, zip(*counts)))))
+    assert results[0] == results[1], results
+    assert results[0] == (expected(changes), (7, 0, 0))
+    rows = {r["id"]: r for r in results[0][0]}
+    assert (rows[2]["_deleted_at"], rows[3]["_deleted_at"]) == (
+        _instant("2023-11-14T22:13:20.003Z"), _instant("2023-11-14T22:13:20.006Z"),
+    ) and not rows[1]["_deleted"]  # fmt: skip
+
+
 def test_tables_whose_options_cannot_apply_are_refused_to_quarantine_with_why(spark, tmp_path):
     """Soft deletes of a table without a key, a ``where`` and a ``computed`` expression naming an unknown
     column: each table's change goes to quarantine with the reason, naming the table and the expression;
