@@ -1,12 +1,16 @@
 """Sharded sources into one mirror: ``tables.<name>.from`` (Flink CDC's ``route``, Paimon's ``--merge_shards``).
 
 An entry with ``from`` names a mirror's source table (``shop.orders``) and lists regular expressions over
-the source tables' names (``db.table``, or ``db.schema.table``; Java syntax, matched against the whole
-name, case kept). Gold routes each change of a matching table before anything else
-(:func:`route_shards`): the change becomes one of the entry's table, so the mirror, its key state, its
-schema evolution and its counts are one table's, and it carries the shard's name in a data column
-``_source_table`` (:data:`SOURCE_TABLE_COLUMN`, in both images), so ``key: [_source_table, id]`` keys rows
-whose ids repeat across shards. The entry's ``key``, where given, is the key of every routed change.
+the source tables' names (``db.table``, or ``db.schema.table``; Python's :mod:`re` syntax, matched against the
+whole name with :func:`re.fullmatch`, case kept). One engine checks and matches: the file's patterns compile
+at load (:func:`config_problems`), and routing is decided in Python, per distinct source table name of a
+batch (a batch names few tables), so Spark never runs a user's pattern and no pattern can fail a batch.
+Gold routes each change of a matching table before anything else (:func:`route_shards`): the change becomes
+one of the entry's table, so the mirror, its key state, its schema evolution and its counts are one table's,
+and it carries the shard's name in a data column ``_source_table`` (:data:`SOURCE_TABLE_COLUMN`, in both
+images), so ``key: [_source_table, id]`` keys rows whose ids repeat across shards. The entry's ``key``,
+where given, is the key of every routed change. The mirror's columns are the union of its shards'
+(:mod:`pipelines.gold.schema`: a column one shard's images lack is no DROP).
 
 * ``include`` / ``exclude`` act in silver, on the shards' own names: before routing.
 * A table that matches no ``from`` keeps its own mirror.
@@ -20,7 +24,8 @@ whose ids repeat across shards. The entry's ``key``, where given, is the key of 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pipelines.sql import EMPTY_MAP, lit
@@ -44,11 +49,17 @@ def routes(cfg: PipelineConfig) -> dict[str, tuple[str, ...]]:
     return {name: tc.from_tables for name, tc in cfg.tables.items() if tc.from_tables}
 
 
-def _matches(pattern: str, name: str) -> bool:
+@lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> re.Pattern | None:
     try:
-        return re.fullmatch(pattern, name) is not None
+        return re.compile(pattern)
     except re.error:
-        return False
+        return None
+
+
+def _matches(pattern: str, name: str) -> bool:
+    compiled = _compiled(pattern)
+    return compiled is not None and compiled.fullmatch(name) is not None
 
 
 def matching(cfg: PipelineConfig, name: str) -> list[tuple[str, str]]:
@@ -79,27 +90,41 @@ def route_problem(cfg: PipelineConfig, name: str) -> str | None:
     return None
 
 
-def route_shards(batch: DataFrame, cfg: PipelineConfig) -> DataFrame:
+def routed_names(cfg: PipelineConfig, names: Iterable[str]) -> dict[str, str]:
+    """Source table name → its entry, for the ``names`` that are shards: they match exactly one entry's
+    ``from`` and are no entry's own name (routed already: changes that waited; or the mirror's own table)."""
+    table_routes = routes(cfg)
+    out = {}
+    for name in names:
+        if name is None or name in table_routes:
+            continue
+        hits = matching(cfg, name)
+        if len(hits) == 1:
+            out[name] = hits[0][0]
+    return out
+
+
+def route_shards(batch: DataFrame, cfg: PipelineConfig, names: Iterable[str] | None = None) -> DataFrame:
     """The batch's changes with every change of a shard (a table matching exactly one entry's ``from``; not a
-    TRUNCATE) made one of its entry's table, its shard's name in ``_source_table``. Unchanged without ``from``."""
+    TRUNCATE) made one of its entry's table, its shard's name in ``_source_table``. Unchanged without ``from``.
+    ``names``: the batch's source table names (:data:`NAME_SQL`), else read from it (one small job); which
+    entry each routes to is decided here, in Python (:func:`routed_names`)."""
     from pyspark.sql import functions as F
 
     table_routes = routes(cfg)
     if not table_routes:
         return batch
-    cases, counts = [], []
-    for entry, patterns in table_routes.items():
-        hit = " OR ".join(f"{NAME_SQL} RLIKE {lit('^(?:' + p + ')$')}" for p in patterns)
-        cases.append(f"WHEN {hit} THEN {lit(entry)}")
-        counts.append(f"CASE WHEN {hit} THEN 1 ELSE 0 END")
-    own = ", ".join(lit(entry) for entry in table_routes)  # routed already (changes that waited), or the entry's own
-    entry_sql = (
-        f"CASE WHEN op != 'TRUNCATE' AND {NAME_SQL} NOT IN ({own}) AND ({' + '.join(counts)}) = 1 "
-        f"THEN CASE {' '.join(cases)} END END"
-    )
+    if names is None:
+        names = [r[0] for r in batch.select(F.expr(NAME_SQL).alias("n")).distinct().collect()]
+    shards = routed_names(cfg, names)
+    if not shards:
+        return batch
+    shard_map = "map(" + ", ".join(f"{lit(n)}, {lit(e)}" for n, e in sorted(shards.items())) + ")"
+    entry_sql = f"CASE WHEN op != 'TRUNCATE' THEN element_at({shard_map}, {NAME_SQL}) END"
     routed = batch.withColumn("__lakecdc_entry", F.expr(entry_sql)).withColumn("__lakecdc_shard", F.expr(NAME_SQL))
-    parts = {entry: entry.split(".") for entry in table_routes}
-    keys = {entry: cfg.tables[entry].key for entry in table_routes if cfg.tables[entry].key}
+    used = set(shards.values())
+    parts = {entry: entry.split(".") for entry in table_routes if entry in used}
+    keys = {entry: cfg.tables[entry].key for entry in parts if cfg.tables[entry].key}
 
     def per_entry(values: Mapping[str, str], otherwise: str) -> str:
         whens = " ".join(f"WHEN {lit(e)} THEN {v}" for e, v in values.items())
@@ -136,15 +161,17 @@ def _own(column: str) -> str:
 
 
 def config_problems(tables: Mapping[str, object]) -> list[tuple[str, str]]:
-    """(field, error) of the ``from`` lists of a file: a pattern that does not compile, an entry whose own
-    name another entry's pattern routes."""
+    """(field, error) of the ``from`` lists of a file: a pattern that does not compile with Python's
+    :mod:`re` (the engine that routes, :func:`routed_names`), an entry whose own name another entry's pattern
+    routes."""
     out = []
     for entry, tc in tables.items():
         for i, pattern in enumerate(tc.from_tables):
             try:
                 re.compile(pattern)
-            except re.error as exc:
-                out.append((f"tables.{entry}.from[{i}]", f"{pattern!r} is not a regular expression: {exc}"))
+            except (re.error, RecursionError, OverflowError) as exc:
+                out.append((f"tables.{entry}.from[{i}]", f"{pattern!r} is not a regular expression (Python's re "
+                                                          f"syntax, matched with re.fullmatch): {exc}"))  # fmt: skip
                 continue
             for other in tables:
                 if other != entry and _matches(pattern, other):

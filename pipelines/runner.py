@@ -209,11 +209,13 @@ def check_run(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, gold: Gol
             else:
                 checked[sources] = freshness_rows(mirror.name, sources, seen, thresholds, run_id=run_id)
                 rows += checked[sources]
-    changes = map_batch_types(route_shards(wh.silver("changes").read(spark), cfg), cfg)  # as gold read them
+    changes = None
     for mirror in gold.snapshot_only:
         tc = cfg.table_for(SourceTable.from_key(mirror.source_key).name)
         if tc is not None and (tc.where or tc.computed):  # by design not the full load: nothing to compare
             continue
+        if changes is None:  # as gold read them (routing reads the changes' table names: only when needed)
+            changes = map_batch_types(route_shards(wh.silver("changes").read(spark), cfg), cfg)
         rows += _reconcile(spark, mirror, changes, run_id)
     summary.dq_results = gold.results + write_results(spark, wh, rows)
     summary.dq_failed = gold.failed + sum(1 for r in rows if r.get("success") is False)

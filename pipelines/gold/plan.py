@@ -227,6 +227,7 @@ def _plan_table(
         existing=meta.schema if meta else None,
         new_props={KEY_STATE_PROPERTY: str(batch_id)},
         cluster_by=layout,
+        sharded=bool(tc and tc.from_tables),
     )
     plan.since = batch_id if props is None else state_since(props)
     problem = where_problem(spark, ident.source_table, tc.where, plan.shape.columns) if tc and tc.where else None

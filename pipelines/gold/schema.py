@@ -32,6 +32,13 @@ The last four follow the table's ``schema_changes`` policy:
   fit is quarantined, as always); a dropped column keeps the values it had and full images no
   longer write it (rows inserted later read NULL there).
 
+A sharded mirror (``tables.<name>.from``, :mod:`pipelines.routing`) holds the union of its shards'
+columns, and its shards may differ at any time: a column one shard's full images lack is no DROP
+(nor half of a RENAME; the other shards' rows read NULL there), a type a column's values all fit
+(another shard's narrower one) is no schema change, and a retype, which the policy decides as above,
+quarantines the changes that carry the other type where the policy is ``fail``: one shard's schema
+never stops the stream.
+
 Longer than 400 lines because every schema-change decision of the table above is made in one
 place (:class:`SchemaEvolution`), next to the type relations it uses.
 """
@@ -179,13 +186,15 @@ def shape_mirror(
     existing: dict[str, tuple[str, str | None]] | None = None,
     new_props: dict[str, str] | None = None,
     cluster_by: Sequence[str] = (),
+    sharded: bool = False,
 ) -> MirrorShape:
     """Create the mirror (``props`` None: it does not exist yet) or follow the source's schema
     changes (see the module table); ``props`` are its table properties as the batch began, ``existing``
     its columns (:func:`~pipelines.mirror_columns.mirror_schema`; read when not given).
     ``sources`` and ``formats`` (those of the batch's changes) go into a new mirror's table comment, and
     ``new_props`` into its properties; ``cluster_by`` columns (Delta liquid clustering) into a new mirror,
-    and into an existing one whose clustering the configuration changed."""
+    and into an existing one whose clustering the configuration changed. ``sharded``: the mirror of a
+    ``from`` entry, whose columns are the union of its shards' (see the module docstring)."""
     comment = mirror_comment(ident.source_table, sources, formats, key)
     if props is not None and existing is None:
         existing = mirror_schema(spark, ident.ref, props)
@@ -196,7 +205,7 @@ def shape_mirror(
         shape = _create(spark, ident, key, configured, sightings, keyless, comment, new_props or {}, cluster_by)
     else:
         evolution = SchemaEvolution(
-            spark, ident, props, existing or {}, key, configured, sightings, schemaless, comment
+            spark, ident, props, existing or {}, key, configured, sightings, schemaless, comment, sharded
         )
         evolution.run(shapes)
         if json.loads(props.get(CLUSTER_PROPERTY) or "[]") != list(cluster_by):
@@ -329,9 +338,11 @@ class SchemaEvolution:
         sightings: dict[str, ColumnSighting],
         schemaless: bool,
         comment: str = "",
+        sharded: bool = False,
     ) -> None:
         self.spark, self.ident, self.key = spark, ident, tuple(key)
         self.configured, self.sightings, self.schemaless = configured, sightings, schemaless
+        self.sharded = sharded  # the union of shards' columns: a shard lacking one is no DROP
         self.spark_types = {c: t for c, (t, _src) in existing.items() if c not in SYSTEM_COLUMNS}
         self.shape = MirrorShape(
             columns={c: src for c, (_t, src) in existing.items() if c not in SYSTEM_COLUMNS},
@@ -355,7 +366,7 @@ class SchemaEvolution:
     def run(self, shapes: list[ImageShape]) -> None:
         shapes = self._forget_renamed_names(shapes)
         new = [c for c in self._carried() if c not in self.shape.columns]
-        gone = {} if self.schemaless else self._gone(shapes)
+        gone = {} if self.schemaless or self.sharded else self._gone(shapes)
         renamed = self._rename_pair(gone, new, shapes)
         if renamed:
             old, new_name = renamed
@@ -435,6 +446,13 @@ class SchemaEvolution:
     # -- the policy
     def _decide(self, what: str, predicate: str, evolve: Callable[[], None], ignore: Callable[[], None]) -> None:
         policy = self.ident.policy
+        if policy == "fail" and self.sharded:  # one shard's schema differs: its changes wait, the others apply
+            self.shape.rejects.append(
+                (predicate, f"schema change: {what} (schema_changes: fail; a sharded mirror quarantines the "
+                            "changes of the shard that differs instead of stopping)")
+            )  # fmt: skip
+            log.warning("gold: %s: %s; policy fail, sharded: quarantined", self.where, what)
+            return
         if policy == "fail":
             raise SchemaChangeError(
                 f"gold: {self.where}: {what}. The table's schema_changes policy is fail: set "
@@ -522,6 +540,8 @@ class SchemaEvolution:
                 self.shape.columns[column], self.spark_types[column] = source_type, new
                 continue
             kind = "narrowed" if fits(new, old) else "retyped"
+            if kind == "narrowed" and self.sharded:  # another shard's narrower type: its values fit the column
+                continue
             if kind == "retyped" and column in self.key and self.ident.policy == "evolve":
                 raise SchemaChangeError(
                     f"gold: {self.where}: key column {column!r} changed type from {old} to "

@@ -215,7 +215,10 @@ def test_shards_feed_one_mirror_keyed_by_source_table_and_clashes_are_refused(sp
     """Two shards with the same ids land in one mirror, told apart by ``_source_table``; a column one shard
     adds widens the mirror; a table that matches no ``from`` keeps its own mirror; a table matching two
     entries, and a shard's TRUNCATE, go to quarantine with why; ``exclude`` acts on a shard's own name,
-    before routing. The mirror equals the model of the routed changes."""
+    before routing. The mirror equals the model of the routed changes. The pattern is Python's ``re`` only
+    (a named backreference, which Spark's RLIKE refuses): routing is decided in Python, never in Spark.
+    Then the shards differ (issue 40): a full image of the shard without ``e`` is no DROP (under ``fail``),
+    another shard's narrower type is no schema change, and a retype quarantines that shard's change only."""
     from pipelines.config import parse_config
 
     gold = Gold(spark, tmp_path)
@@ -223,7 +226,8 @@ def test_shards_feed_one_mirror_keyed_by_source_table_and_clashes_are_refused(sp
         "warehouse": gold.cfg.warehouse, "quality_checks": False,
         "sources": [{"name": "s", "format": "oms_canal", "path": str(tmp_path / "none"), "exclude": ["shop_4.*"]}],
         "tables": {
-            "shop.orders": {"from": [r"shop_[0-9]+\.orders_[0-9]+"], "key": ["_source_table", "id"], "deletes": "soft"},
+            "shop.orders": {"from": [r"shop_(?P<n>[0-9]+)\.orders_(?P=n)"], "key": ["_source_table", "id"],
+                            "deletes": "soft"},
             "shop.late": {"from": [r"shop_3\..*"]},
         },
     })  # fmt: skip
@@ -251,8 +255,24 @@ def test_shards_feed_one_mirror_keyed_by_source_table_and_clashes_are_refused(sp
     assert gold.rows("shop.customers") == [{"id": 7, "a": 7}]
     [truncated, clashed] = sorted((r["reason"] for r in gold.quarantine()), key=lambda r: "TRUNCATE" not in r)
     assert "matches the from patterns of two mirrors" in clashed and "shop_3.orders_3" in clashed, clashed
-    assert r"'shop_[0-9]+\\.orders_[0-9]+'" in clashed and r"'shop_3\\..*'" in clashed, clashed
+    assert r"'shop_(?P<n>[0-9]+)\\.orders_(?P=n)'" in clashed and r"'shop_3\\..*'" in clashed, clashed
     assert truncated.startswith("a TRUNCATE of shop_2.orders_2"), truncated
+
+    wider = {**TYPES, "a": "bigint"}
+    differing = [  # shop_1 never had e; its a is a bigint now, shop_2's still an int, and once text
+        _shard(change("INSERT", 9, after=_row(3, a="5000000000", b="w"), types=wider), "shop_1", "orders_1"),
+        _shard(change("INSERT", 10, after=_row(3, a="6", b="v", e="x2"), types=wide), "shop_2", "orders_2"),
+        _shard(change("INSERT", 11, after=_row(4, a="abc"), types={**TYPES, "a": "varchar(8)"}), "shop_2", "orders_2"),
+    ]
+    stats = gold.apply(differing)
+    assert (stats.applied, stats.quarantined, stats.unaccounted) == (2, 1, 0)
+    rows = {(r["_source_table"], r["id"]): (r["a"], r.get("e")) for r in gold.rows("shop.orders")}
+    assert (rows[("shop_1.orders_1", 3)], rows[("shop_2.orders_2", 3)]) == ((5000000000, None), (6, "x2"))
+    assert ("shop_2.orders_2", 4) not in rows
+    types = {f.name: f.dataType.simpleString() for f in gold.mirror("shop.orders").schema.fields}
+    assert (types["a"], types["e"]) == ("bigint", "string")
+    retyped = [r["reason"] for r in gold.quarantine() if "retyped" in r["reason"]]
+    assert len(retyped) == 1 and "column 'a' retyped" in retyped[0] and "sharded" in retyped[0], retyped
 
 
 # ---------------------------------------------------------------- computed

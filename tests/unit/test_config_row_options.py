@@ -92,3 +92,41 @@ def test_type_mapping_is_the_tables_else_its_sources_else_the_top_levels():
     assert map_type("decimal(12,2)", ["to-string"]) == "text"
     with pytest.raises(ConfigError, match=r"type_mapping\[0\]: unknown type mapping 'to-text'"):
         config({"shop.t": {"type_mapping": ["to-text"]}})
+
+
+def test_from_patterns_are_python_regexes_checked_and_matched_by_one_engine():
+    """One dialect (Python's ``re``, whole name): a Java-only class is refused at load naming the dialect; a
+    Python-only construct (a named backreference) loads, and the same engine routes with it (gold never
+    hands a pattern to Spark's RLIKE, so no pattern can fail a batch)."""
+    from pipelines.routing import routed_names
+
+    java_only = refused({"shop.t": {"from": [r"shop_\p{Digit}+\.t"]}})
+    assert "f.yaml: tables.shop.t.from[0]" in java_only and "Python's re syntax" in java_only, java_only
+    cfg = config({"shop.t": {"from": [r"shop_(?P<n>[0-9]+)\.t_(?P=n)"]}, "shop.u": {"from": [r"other\..*"]}})
+    names = ["shop_1.t_1", "shop_1.t_2", "shop.t", "other.x", "plain.y", None]
+    assert routed_names(cfg, names) == {"shop_1.t_1": "shop.t", "other.x": "shop.u"}
+
+
+def test_a_replay_reads_its_file_with_the_options_of_the_configured_source():
+    """``lakecdc replay --conf``: the replayed source keeps the file's ``type_mapping``, ``ignore_null_updates``
+    and ``include``/``exclude`` (named ``replay_<format>``, reading the landing directory); several sources of
+    the format need ``--source``, and a wrong one is refused naming the file's sources."""
+    from pipelines.config import replay_source
+
+    own = {**SOURCE, "type_mapping": ["to-string"], "ignore_null_updates": True, "exclude": ["shop.tmp"]}
+    cfg = parse_config({"sources": [own, {**SOURCE, "name": "k", "format": "maxwell"}]})
+    replayed = replay_source(cfg, "oms_canal", "/wh/_landing/replay_oms_canal")
+    assert (replayed.name, replayed.format, replayed.path, replayed.kafka) == (
+        "replay_oms_canal", "oms_canal", "/wh/_landing/replay_oms_canal", None,
+    )  # fmt: skip
+    assert (replayed.type_mapping, replayed.ignore_null_updates, replayed.exclude) == (("to-string",), True,
+                                                                                     ("shop.tmp",))  # fmt: skip
+    assert replay_source(cfg, "debezium", "/l").type_mapping is None, "no source of the format: the defaults"
+    two = parse_config({"sources": [own, {**SOURCE, "name": "s2"}]})
+    with pytest.raises(ConfigError, match=r"2 sources of format oms_canal \(s, s2\).*--source"):
+        replay_source(two, "oms_canal", "/l")
+    assert replay_source(two, "oms_canal", "/l", "s").ignore_null_updates is True
+    with pytest.raises(ConfigError, match=r"--source 'nope'.*its sources: s, s2"):
+        replay_source(two, "oms_canal", "/l", "nope")
+    with pytest.raises(ConfigError, match="reads format maxwell"):
+        replay_source(cfg, "oms_canal", "/l", "k")
