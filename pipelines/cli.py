@@ -225,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--table", help="only this mirror (db.table)")
     e.add_argument("--with-system-columns", action="store_true", help="include lineage columns (_seq, _op, ...)")
     e.add_argument(
+        "--as-of-consistent",
+        action="store_true",
+        help="every mirror as of its source's consistent point: no transaction half visible (lakecdc status shows it)",
+    )
+    e.add_argument("--source", metavar="NAME", help="with --as-of-consistent: only this source's point and mirrors")
+    e.add_argument(
         "--certified",
         action="store_true",
         help="each mirror as of its certified version, the last whose checks passed (mirrors never certified "

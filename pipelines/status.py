@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.bronze import kafka_options
 from pipelines.config import PipelineConfig, Source, StatusThresholds
+from pipelines.consistent import status_lines, status_points
 from pipelines.export import mirror_refs
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
 from pipelines.gold.plan import table_config
@@ -93,6 +94,7 @@ class Status:
     sources: list[SourceStatus]
     mirrors: list[MirrorStatus]
     breaches: list[str] = field(default_factory=list)
+    consistent: list[dict] = field(default_factory=list)  # pipelines.consistent.status_points
 
     @property
     def ok(self) -> bool:
@@ -108,6 +110,7 @@ class Status:
             "thresholds": asdict(self.thresholds),
             "sources": [asdict(s) for s in self.sources],
             "mirrors": [asdict(m) for m in self.mirrors],
+            "consistent_points": self.consistent,
         }
 
 
@@ -143,6 +146,7 @@ def collect_status(
     ]
     status = Status(_iso(now), cfg.origin, thresholds, sources, mirrors)
     status.breaches = breaches(status, thresholds)
+    status.consistent = status_points(spark, wh)
     return status
 
 
@@ -399,6 +403,7 @@ def render(status: Status) -> str:
             for m in status.mirrors
         ],
     )  # fmt: skip
+    lines += ["", *status_lines(status.consistent)] if status.consistent else []
     t = status.thresholds
     named = (("max_lag_seconds", t.max_lag_seconds), ("max_staleness_seconds", t.max_staleness_seconds))
     limits = ", ".join(f"{n} {v:g}" for n, v in named if v)

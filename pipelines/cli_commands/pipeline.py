@@ -127,6 +127,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     wh, _cfg = _target_warehouse(args)
     spark = get_spark("lakecdc-export", master=args.master)
+    if getattr(args, "as_of_consistent", False):
+        from pipelines.consistent import export_consistent
+
+        result = export_consistent(spark, wh, args.table, args.source, args.with_system_columns)
+        print(json.dumps(result, ensure_ascii=False, indent=None))
+        return 0
     certified = getattr(args, "certified", False)
     result = export_warehouse(spark, wh, args.table, args.with_system_columns, certified=certified)
     print(json.dumps(result, ensure_ascii=False, indent=None))
