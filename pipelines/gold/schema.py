@@ -31,14 +31,6 @@ The last four follow the table's ``schema_changes`` policy:
 * ``ignore``: the mirror keeps its shape. Values convert to the mirror's type (one that does not
   fit is quarantined, as always); a dropped column keeps the values it had and full images no
   longer write it (rows inserted later read NULL there).
-
-A sharded mirror (``tables.<name>.from``, :mod:`pipelines.routing`) holds the union of its shards'
-columns, and its shards may differ at any time: a column one shard's full images lack is no DROP
-(nor half of a RENAME; the other shards' rows read NULL there), a type a column's values all fit
-(another shard's narrower one) is no schema change, and a retype, which the policy decides as above,
-quarantines the changes that carry the other type where the policy is ``fail``: one shard's schema
-never stops the stream.
-
 Longer than 400 lines because every schema-change decision of the table above is made in one
 place (:class:`SchemaEvolution`), next to the type relations it uses.
 """
@@ -193,8 +185,7 @@ def shape_mirror(
     its columns (:func:`~pipelines.mirror_columns.mirror_schema`; read when not given).
     ``sources`` and ``formats`` (those of the batch's changes) go into a new mirror's table comment, and
     ``new_props`` into its properties; ``cluster_by`` columns (Delta liquid clustering) into a new mirror,
-    and into an existing one whose clustering the configuration changed. ``sharded``: the mirror of a
-    ``from`` entry, whose columns are the union of its shards' (see the module docstring)."""
+    and into an existing one whose clustering the configuration changed; ``sharded``: a ``from`` mirror."""
     comment = mirror_comment(ident.source_table, sources, formats, key)
     if props is not None and existing is None:
         existing = mirror_schema(spark, ident.ref, props)
@@ -248,13 +239,11 @@ def refuse_name_clashes(
     for name, other in sorted(refused.items()):
         what = "a lineage column gold adds to every mirror" if other in SYSTEM_COLUMNS else "the column"
         carried = " OR ".join(f"map_contains_key(coalesce({i}, {EMPTY_MAP}), {lit(name)})" for i in ("after", "before"))
-        rejects.append(
-            (
-                carried,
-                f"column name {name!r} clashes with {what} {other!r} (Delta compares column names without case); "
-                "rename one of them at the source, or map the table to another target",
-            )
+        reason = (
+            f"column name {name!r} clashes with {what} {other!r} (Delta compares column names without case); "
+            "rename one of them at the source, or map the table to another target"
         )
+        rejects.append((carried, reason))
         log.warning("gold: column %r clashes with %r; changes carrying it are quarantined", name, other)
     kept = {c: s for c, s in sightings.items() if c not in refused}
     kept_shapes = [s for s in shapes if not refused.keys() & s.columns]
@@ -338,11 +327,10 @@ class SchemaEvolution:
         sightings: dict[str, ColumnSighting],
         schemaless: bool,
         comment: str = "",
-        sharded: bool = False,
+        sharded: bool = False,  # a ``from`` mirror: no DROP, no narrowing, a retype quarantined under fail
     ) -> None:
         self.spark, self.ident, self.key = spark, ident, tuple(key)
-        self.configured, self.sightings, self.schemaless = configured, sightings, schemaless
-        self.sharded = sharded  # the union of shards' columns: a shard lacking one is no DROP
+        self.configured, self.sightings, self.schemaless, self.sharded = configured, sightings, schemaless, sharded
         self.spark_types = {c: t for c, (t, _src) in existing.items() if c not in SYSTEM_COLUMNS}
         self.shape = MirrorShape(
             columns={c: src for c, (_t, src) in existing.items() if c not in SYSTEM_COLUMNS},
@@ -446,13 +434,8 @@ class SchemaEvolution:
     # -- the policy
     def _decide(self, what: str, predicate: str, evolve: Callable[[], None], ignore: Callable[[], None]) -> None:
         policy = self.ident.policy
-        if policy == "fail" and self.sharded:  # one shard's schema differs: its changes wait, the others apply
-            self.shape.rejects.append(
-                (predicate, f"schema change: {what} (schema_changes: fail; a sharded mirror quarantines the "
-                            "changes of the shard that differs instead of stopping)")
-            )  # fmt: skip
-            log.warning("gold: %s: %s; policy fail, sharded: quarantined", self.where, what)
-            return
+        if policy == "fail" and self.sharded:  # shards differ: that shard's changes wait, never the stream
+            policy, what = "quarantine", f"{what}; under fail a sharded mirror quarantines instead of stopping"
         if policy == "fail":
             raise SchemaChangeError(
                 f"gold: {self.where}: {what}. The table's schema_changes policy is fail: set "
