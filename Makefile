@@ -43,9 +43,10 @@ clean:
 	rm -rf build .pytest_cache
 
 .PHONY: fuzz
-fuzz: setup          ## fuzz every decoder, each value class, the silver batch and gold's poison property longer than CI does (LAKECDC_FUZZ_EXAMPLES per case; gold: a hundredth, a pipeline run each)
+fuzz: setup          ## fuzz every decoder, each value class, the silver batch, gold's poison property and its row options over batch boundaries longer than CI does (LAKECDC_FUZZ_EXAMPLES per case; gold: a hundredth, a pipeline run each)
 	LAKECDC_FUZZ_EXAMPLES=$${LAKECDC_FUZZ_EXAMPLES:-1000} $(VENV)/bin/pytest -q tests/unit/test_fuzz_decoders.py tests/unit/test_fuzz_values.py
 	LAKECDC_FUZZ_EXAMPLES=$${LAKECDC_FUZZ_EXAMPLES:-1000} $(VENV)/bin/pytest -q tests/spark/test_gold_poison.py -k property
+	LAKECDC_FUZZ_EXAMPLES=$${LAKECDC_FUZZ_EXAMPLES:-1000} $(VENV)/bin/pytest -q tests/spark/test_gold_row_options_batches.py -k one_two_or_many
 
 .PHONY: test-airflow
 test-airflow:        ## the Airflow DAGs in a real DagBag, in their own virtualenv (build/airflow-venv; not .venv)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from pipelines.config import PipelineConfig
 from pipelines.delta_writes import kept
 from pipelines.gold.batch import BatchContext, GoldStats, Step
-from pipelines.gold.computed import with_computed
+from pipelines.gold.computed import ROW_OPTIONS_CONF, with_computed
 from pipelines.gold.decide import (
     check_changes,
     fold_inputs,
@@ -41,7 +41,7 @@ from pipelines.gold.soft import is_soft
 from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
 from pipelines.gold.steps import StepClock
 from pipelines.gold.type_mapping import map_batch_types
-from pipelines.gold.where import count_skipped, filtered
+from pipelines.gold.where import count_skipped, filtered, where_refusals
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import change_check_rows
@@ -164,6 +164,7 @@ class BatchPass:
         self.settings = small if hint is None or hint <= SMALL_BATCH else usual
         sessions = list({id(s): s for s in (spark, batch_df.sparkSession)}.values())
         with ExitStack() as settings:
+            settings.enter_context(batch_settings(sessions, ROW_OPTIONS_CONF))  # where, computed: ANSI on, both
             settings.enter_context(batch_settings(sessions, self.settings))
             with self.clock.step("plan"):
                 if self.stream.pending is None:  # the stream's first batch: from here on the state tables exist
@@ -245,6 +246,7 @@ class BatchPass:
 
         checks = self.cfg.quality_checks
         checked = with_computed(self.spark, check_changes(batch, self.plans, self.lookups), self.plans)  # computed
+        checked = where_refusals(self.spark, checked, self.plans)  # a where that raises on a row: quarantined
         self.checked = kept(self._batch_expectations(checked))
         good, skipped = filtered(self.checked.where("reason IS NULL"), self.plans)  # tables.<name>.where
         if skipped is not None:

@@ -8,9 +8,12 @@ typed columns (Paimon's ``--computed_column``, Delta's generated columns), evalu
 * Each INSERT, SNAPSHOT and UPDATE whose row carries every column an expression reads gets the value in
   its after-image, as canonical text (:func:`with_computed`); a partial UPDATE that does not carry them
   leaves the column as it is.
-* The expressions are analysed with ANSI mode off, so a value they cannot compute is NULL instead of an
-  error; a NULL result where every column the expression reads is non-NULL is taken as a failure: the
-  change goes to quarantine with the column, the expression and the values read. Nothing stops.
+* Each expression is evaluated under :func:`guarded`: a row it raises on (under ANSI mode, which gold's
+  batches run with on every session they use, :data:`ROW_OPTIONS_CONF`: a cast that cannot read its value,
+  an overflow, a division by zero) goes to quarantine with the column, the expression and the values read;
+  a NULL the expression gives by design (``nullif``, ``try_cast``) is stored. A value that does not fit the
+  mirror column (an input widened since the column was typed, and the column cannot widen with it) goes
+  to quarantine too. Nothing stops: no row can fail the batch, whatever the session's settings.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from pipelines.gold.identity import TABLE_FEATURES_PROPERTY
 from pipelines.gold.lookups import MIRROR
+from pipelines.gold.schema import widens
 from pipelines.quality.sql_rules import SqlRuleError, referenced_columns
-from pipelines.sql import EMPTY_MAP, ROW_AFTER_SQL, lit, q, typed
+from pipelines.sql import EMPTY_MAP, ROW_AFTER_SQL, convert_expr, lit, q, typed
 from pipelines.values import spark_type
 
 if TYPE_CHECKING:
@@ -37,11 +42,33 @@ _SOURCE_TYPES = {"date": "date", "timestamp": "timestamp", "timestamp_ntz": "dat
 _CHANGE = "__lakecdc_change"
 
 
+#: The session settings a gold batch runs with, on every session it uses (the stage's and the batch frame's,
+#: which differ in a stream's ``foreachBatch``, over Spark Connect and in gold's threads): row options are
+#: analysed and evaluated with ANSI mode on (Spark 4's default), so that a cast or arithmetic that cannot
+#: compute raises (for :func:`guarded` to catch) instead of giving NULL or wrapping around silently.
+ROW_OPTIONS_CONF = {"spark.sql.ansi.enabled": "true"}
+
+
+def guarded(sql: str) -> str:
+    """SQL of the expression ``sql`` evaluated so that no row can fail the batch: text that is NULL where
+    evaluating ``sql`` raises on the row, ``'n'`` where it is NULL, else ``'v'`` and its value as text
+    (:func:`guarded_value`). ``try_to_binary`` evaluates its argument inside Spark's ``TryEval``, which
+    catches any error of the whole expression below it (``try_element_at`` does not: it only tolerates its
+    own index). A NULL the expression gives by design is so told from a failure."""
+    return f"decode(try_to_binary(coalesce(concat('v', CAST(({sql}) AS STRING)), 'n'), 'utf-8'), 'UTF-8')"
+
+
+def guarded_value(guard: str) -> str:
+    """The value (as text, NULL for NULL or a failure) of a :func:`guarded` expression's SQL ``guard``."""
+    return f"CASE WHEN startswith({guard}, 'v') THEN substr({guard}, 2) END"
+
+
 @contextmanager
-def ansi_off(spark: SparkSession) -> Iterator[None]:
-    """Analyse expressions with ANSI mode off (their casts and arithmetic keep that mode: NULL, no error)."""
+def ansi_on(spark: SparkSession) -> Iterator[None]:
+    """Analyse expressions with ANSI mode on (a direct call's session; a batch sets it with
+    :data:`ROW_OPTIONS_CONF`)."""
     before = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", "false")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
     try:
         yield
     finally:
@@ -66,7 +93,7 @@ def computed_types(
     for name, text in computed.items():
         where = f"tables.{source_table}.computed.{name} {text!r:.200}"
         try:
-            with ansi_off(spark):
+            with ansi_on(spark):
                 result = frame.selectExpr(f"({text}) AS v").schema["v"].dataType.simpleString()
             reads = referenced_columns(frame, f"({text}) IS NULL")
         except SqlRuleError as exc:
@@ -82,7 +109,8 @@ def computed_types(
 
 def with_computed(spark: SparkSession, checked: DataFrame, plans: Mapping[str, object]) -> DataFrame:
     """The batch's changes with each computed column's value in the after-image of the changes of its
-    mirror, and ``reason`` set where an expression fails on a row (see the module docstring)."""
+    mirror, and ``reason`` set where an expression fails on a row or its value does not fit the mirror
+    column (see the module docstring)."""
     from pyspark.sql import functions as F
 
     tables = {p.mirror: p for p in plans.values() if p.shape is not None and p.computed}
@@ -93,37 +121,41 @@ def with_computed(spark: SparkSession, checked: DataFrame, plans: Mapping[str, o
     for mirror, plan in tables.items():
         for name, (source, reads) in plan.computed.items():
             text = plan.tc.computed[name]
+            target = plan.shape.columns.get(name) or source  # the mirror column's type (it may be narrower)
             inner = frame.columns
             carried = " AND ".join(f"map_contains_key({row}, {lit(c)})" for c in reads) or "true"
-            nulls = " OR ".join(f"({row})[{lit(c)}] IS NULL" for c in reads) or "false"
             applies = (
                 f"{MIRROR} = {lit(mirror)} AND reason IS NULL AND op IN ('INSERT', 'SNAPSHOT', 'UPDATE') AND {carried}"
             )
-            with ansi_off(spark):
-                bound = frame.select(
-                    F.struct(*[F.col(q(c)) for c in inner]).alias(_CHANGE),
-                    *[F.expr(typed(row, c, plan.shape.columns.get(c))).alias(c) for c in reads],
-                )
-                valued = bound.select(
-                    F.col(_CHANGE), F.expr(f"CAST(({text}) AS STRING)").alias("__lakecdc_value")
-                ).select(f"{_CHANGE}.*", "__lakecdc_value")
-            failed = f"{applies} AND __lakecdc_value IS NULL AND NOT ({nulls})"
-            reason = (
-                f"concat('computed column ', {lit(name)}, ' = ', {lit(text[:200])}, ' fails on this row (', "
-                f"to_json(map_filter({row}, (c, v) -> c IN ({', '.join(lit(c) for c in reads)}))), ')')"
+            bound = frame.select(
+                F.struct(*[F.col(q(c)) for c in inner]).alias(_CHANGE),
+                *[F.expr(typed(row, c, plan.shape.columns.get(c))).alias(c) for c in reads],
             )
+            valued = bound.select(F.col(_CHANGE), F.expr(guarded(text)).alias("__lakecdc_guard")).select(
+                f"{_CHANGE}.*", F.expr(guarded_value("__lakecdc_guard")).alias("__lakecdc_value"), "__lakecdc_guard"
+            )
+            read = f"to_json(map_filter({row}, (c, v) -> c IN ({', '.join(lit(c) for c in reads) or 'NULL'})))"
+            said = f"concat('computed column ', {lit(name)}, ' = ', {lit(text[:200])}"
+            misfit = f"__lakecdc_value IS NOT NULL AND ({convert_expr('__lakecdc_value', target)}) IS NULL"
+            reason = (
+                f"CASE WHEN __lakecdc_guard IS NULL THEN {said}, ' fails on this row (', {read}, ')') "
+                f"WHEN {misfit} THEN {said}, ' gives ', substr(__lakecdc_value, 1, 100), ', which does not fit the "
+                f"mirror column of type ', {lit(spark_type(target))}, ' (from ', {read}, ')') END"
+            )
+            good = f"{applies} AND __lakecdc_guard IS NOT NULL AND NOT ({misfit})"
             frame = valued.select(
                 *[c for c in inner if c not in ("after", "col_types", "reason")],
                 F.expr(
-                    f"CASE WHEN {applies} AND __lakecdc_value IS NOT NULL THEN map_concat(map_filter("
+                    f"CASE WHEN {good} AND __lakecdc_value IS NOT NULL THEN map_concat(map_filter("
                     f"coalesce(after, {EMPTY_MAP}), (c, v) -> c != {lit(name)}), map({lit(name)}, __lakecdc_value)) "
+                    f"WHEN {good} THEN map_filter(coalesce(after, {EMPTY_MAP}), (c, v) -> c != {lit(name)}) "
                     "ELSE after END"
                 ).alias("after"),
                 F.expr(
                     f"CASE WHEN {applies} THEN map_concat(map_filter(coalesce(col_types, {EMPTY_MAP}), (c, v) -> "
                     f"c != {lit(name)}), map({lit(name)}, {lit(source)})) ELSE col_types END"
                 ).alias("col_types"),
-                F.expr(f"CASE WHEN {failed} THEN {reason} ELSE reason END").alias("reason"),
+                F.expr(f"CASE WHEN {applies} AND NOT ({good}) THEN {reason} ELSE reason END").alias("reason"),
             ).select(*inner)
     return frame
 
@@ -131,13 +163,33 @@ def with_computed(spark: SparkSession, checked: DataFrame, plans: Mapping[str, o
 def ensure_computed_columns(
     spark: SparkSession, mirror: TableRef, columns: dict[str, str], types: Mapping[str, tuple[str, tuple[str, ...]]]
 ) -> bool:
-    """Add the computed columns the mirror lacks (and to its shape's ``columns``); True when it altered it."""
+    """Add the computed columns the mirror lacks (and to its shape's ``columns``), and widen one whose
+    expression's type widened with its inputs (an INT input now BIGINT: ``a * 2`` is BIGINT), as Delta's
+    type widening allows (not for a mirror created without it, ``table_features: compatible``: there a
+    value that does not fit is quarantined); True when it altered the mirror."""
     missing = {c: src for c, (src, _reads) in types.items() if c not in columns}
     if missing:
         cols = ", ".join(f"{q(c)} {spark_type(src)}" for c, src in missing.items())
         spark.sql(f"ALTER TABLE {mirror.sql} ADD COLUMNS ({cols})")
         columns.update(missing)
+    wider = {
+        c: src
+        for c, (src, _reads) in types.items()
+        if c in columns and c not in missing and widens(spark_type(columns[c]).lower(), spark_type(src).lower())
+    }
+    if wider and _type_widening(spark, mirror):
+        spark.sql(f"ALTER TABLE {mirror.sql} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        for c, src in wider.items():
+            spark.sql(f"ALTER TABLE {mirror.sql} ALTER COLUMN {q(c)} TYPE {spark_type(src)}")
+        columns.update(wider)
+        return True
     return bool(missing)
+
+
+def _type_widening(spark: SparkSession, mirror: TableRef) -> bool:
+    """The mirror may widen a column in place (created with ``table_features: full``, the default)."""
+    props = spark.sql(f"SHOW TBLPROPERTIES {mirror.sql}").collect()
+    return {r["key"]: r["value"] for r in props}.get(TABLE_FEATURES_PROPERTY, "full") != "compatible"
 
 
 class PartitionBy(tuple):

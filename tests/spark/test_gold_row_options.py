@@ -168,9 +168,9 @@ def test_tables_whose_options_cannot_apply_are_refused_to_quarantine_with_why(sp
 def test_where_keeps_matching_rows_moves_rows_in_and_out_and_counts_the_rest_skipped(spark, tmp_path):
     """``where: a >= 10``: changes of rows outside are skipped (counted, not quarantined); an UPDATE that
     moves a row in inserts it, one that moves it out deletes it; the mirror is the model's table filtered.
-    A replay of the second batch changes nothing. The condition's CAST cannot read any ``b`` (Spark's ANSI mode
-    would raise): it is NULL, and never fails the batch."""
-    gold = Gold(spark, tmp_path, where="a >= 10 AND CAST(b AS INT) IS NULL")
+    A replay of the second batch changes nothing. The condition's ``try_cast`` cannot read any ``b``: it is
+    NULL (a CAST that raises on a row quarantines it: tests/spark/test_gold_row_options_batches.py)."""
+    gold = Gold(spark, tmp_path, where="a >= 10 AND try_cast(b AS INT) IS NULL")
     first = [
         change("INSERT", 1, after=_row(1, a="5", b="x")),
         change("INSERT", 2, after=_row(2, a="15", b="y")),
