@@ -298,6 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="`check`: also run each table's configured expectations over its mirror's current rows "
         "(a new or changed rule on old rows; needs --conf)",
     )
+    q.add_argument(
+        "--views",
+        action="store_true",
+        help="`certified`, in a catalog: create or replace the view <mirror>__certified of each certified mirror "
+        "(each certification keeps it current after)",
+    )
     q.add_argument("--json", action="store_true", help="print the result as one JSON document")
     _master_option(q)
     q.set_defaults(func=cmd_dq)

@@ -123,7 +123,7 @@ def export_warehouse(
     refs = mirror_refs(spark, wh, table)
     if not certified:
         return {name: export_table(spark, ref, with_system_columns) for name, ref in sorted(refs.items())}
-    versions = certified_versions(spark, wh)
+    versions = certified_versions(spark, wh, refs)  # of the tables as they are (a rebuilt mirror: none)
     if table is not None and not any(n in versions for n in refs):
         raise KeyError(f"mirror {', '.join(sorted(refs))} has no certified version yet (lakecdc dq certified)")
     return {

@@ -61,7 +61,7 @@ def cmd_dq(args: argparse.Namespace) -> int:
                 print(f"{len(certified)} mirrors certified (lakecdc export --certified reads them)")
         return 1 if summary.dq_failed else 0
     if args.action == "certified":
-        return _certified(spark, wh, table, as_json)
+        return _certified(spark, wh, table, as_json, getattr(args, "views", False))
     png = chart(spark, wh, args.chart or str(dq_dir(wh) / "dq_chart.png"), since=window)
     docs = dq_dir(wh) / "data_docs" / "index.html"
     if as_json:
@@ -74,13 +74,21 @@ def cmd_dq(args: argparse.Namespace) -> int:
     return 0
 
 
-def _certified(spark, wh, table: str | None, as_json: bool) -> int:
-    """``dq certified``: per mirror, its certified version and when, beside its newest version."""
+def _certified(spark, wh, table: str | None, as_json: bool, views: bool = False) -> int:
+    """``dq certified``: per mirror, its certified version and when, beside its newest version; ``views``:
+    (in a catalog) the view of each certified mirror made or replaced."""
     from pipelines.export import mirror_refs
-    from pipelines.quality.certify import certified_versions, newest_version, view_name
+    from pipelines.quality.certify import Verdict, certified_versions, newest_version, refresh_views, view_name
 
+    if views and not wh.catalog:
+        print("lakecdc: error: --views needs a catalog (--conf naming catalog and schema)", file=sys.stderr)
+        return 2
     refs = mirror_refs(spark, wh, table)
-    certified = certified_versions(spark, wh)
+    certified = certified_versions(spark, wh, refs)
+    made = set()
+    if views:
+        verdicts = [Verdict(m, True, c.version, "certified") for m, c in certified.items()]
+        made = set(refresh_views(spark, wh, verdicts, refs, create=True))
     rows = []
     for name, ref in sorted(refs.items()):
         c = certified.get(name)
@@ -90,7 +98,7 @@ def _certified(spark, wh, table: str | None, as_json: bool) -> int:
                 "certified_version": c.version if c else None,
                 "certified_at": c.certified_at.isoformat() if c and c.certified_at else None,
                 "newest_version": newest_version(spark, ref),
-                "view": view_name(ref) if c and wh.catalog else None,
+                "view": view_name(ref) if c and (view_name(ref) in made or _exists(spark, view_name(ref))) else None,
             }
         )
     if as_json:
@@ -110,3 +118,7 @@ def _certified(spark, wh, table: str | None, as_json: bool) -> int:
     for cells in [head, *body]:
         print("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
     return 0
+
+
+def _exists(spark, name: str | None) -> bool:
+    return bool(name) and spark.catalog.tableExists(name)

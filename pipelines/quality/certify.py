@@ -45,7 +45,10 @@ log = logging.getLogger(__name__)
 
 CERTIFIED_VERSION_PROPERTY = "lakecdc.certified.version"
 CERTIFIED_AT_PROPERTY = "lakecdc.certified.at"
-DQ_CERTIFIED_DDL = "mirror STRING, version BIGINT, certified_at TIMESTAMP, run_id STRING, checks BIGINT, `table` STRING"
+DQ_CERTIFIED_DDL = (
+    "mirror STRING, version BIGINT, certified_at TIMESTAMP, run_id STRING, checks BIGINT, `table` STRING, "
+    "table_id STRING"
+)
 #: Checks whose failure says nothing against a version's rows.
 NOT_BLOCKING = ("cdc_freshness",)
 NOT_BLOCKING_TYPES = ("cdc_invalid_value",)
@@ -64,6 +67,7 @@ class Certified:
     certified_at: _dt.datetime
     run_id: str
     table: str  # the mirror's table: its path, or its catalog name
+    table_id: str | None = None  # the Delta table's id: a mirror dropped and made again is another table
 
     def to_json(self) -> dict:
         return {
@@ -97,17 +101,42 @@ def blocks(row: Mapping, *, whole: bool = False) -> bool:
     return whole or row.get("action") != "drop"
 
 
-def certified_versions(spark: SparkSession, wh: Warehouse | str) -> dict[str, Certified]:
-    """Each mirror's newest certification (mirror name → :class:`Certified`); empty before the first."""
+def certified_versions(
+    spark: SparkSession, wh: Warehouse | str, refs: Mapping[str, TableRef] | None = None
+) -> dict[str, Certified]:
+    """Each mirror's newest certification (mirror name → :class:`Certified`); empty before the first. With
+    ``refs`` (mirror name → its table), only certifications of the tables as they are: a mirror rebuilt
+    (dropped and made again: another Delta table id) has none until it is certified again."""
     ref = dq_certified_ref(wh)
     if not ref.exists(spark):
         return {}
     out: dict[str, Certified] = {}
     for r in ref.read(spark).collect():
-        c = Certified(r["mirror"], int(r["version"]), r["certified_at"], r["run_id"] or "", r["table"] or "")
+        d = r.asDict()
+        c = Certified(d["mirror"], int(d["version"]), d["certified_at"], d["run_id"] or "", d["table"] or "",
+                      d.get("table_id"))  # fmt: skip
         if c.mirror not in out or (c.certified_at, c.version) > (out[c.mirror].certified_at, out[c.mirror].version):
             out[c.mirror] = c
+    if refs is not None:
+        out = {m: c for m, c in out.items() if m in refs and c.table_id == table_id(spark, refs[m])}
     return out
+
+
+def table_id(spark: SparkSession, ref: TableRef) -> str | None:
+    """The Delta table's id (its ``metaData.id``): from a local table's first commit, else ``DESCRIBE DETAIL``."""
+    path = (ref.path or "").removeprefix("file:")
+    first = Path(path) / "_delta_log" / f"{0:020d}.json" if path and "://" not in path else None
+    if first is not None and first.is_file():
+        try:
+            for line in first.read_text().splitlines():
+                if '"metaData"' in line:
+                    return json.loads(line)["metaData"]["id"]
+        except (OSError, ValueError, KeyError):
+            pass
+    try:
+        return spark.sql(f"DESCRIBE DETAIL {ref.sql}").first()["id"]
+    except Exception:  # noqa: BLE001 - no id to tell: a record without one matches none
+        return None
 
 
 def newest_version(spark: SparkSession, ref: TableRef) -> int:
@@ -222,9 +251,9 @@ def certify(
     names = sorted(set(mirrors) if mirrors is not None else set(by_mirror))
     if not names:
         return []
-    before = certified_versions(spark, wh)
-    stored = {} if whole else _stored_failures(spark, wh, names, {m: _aware(c.certified_at) for m, c in before.items()})
     tables = dict(refs) if refs is not None else _mirror_tables(spark, wh)
+    before = certified_versions(spark, wh, {n: t for n, t in tables.items() if n in names})
+    stored = {} if whole else _stored_failures(spark, wh, names, {m: _aware(c.certified_at) for m, c in before.items()})
     now, run_id = utc_now(), run_id or next((str(r.get("run_id")) for r in results_rows if r.get("run_id")), "")
     verdicts, records = [], []
     for name in names:
@@ -246,7 +275,8 @@ def certify(
         if last is not None and last.version == version:
             verdicts.append(Verdict(name, False, version, "checks passed; this version was certified already"))
             continue
-        records.append((name, version, now, run_id, len(by_mirror.get(name, [])), ref.path or ref.name))
+        ident = before[name].table_id if last is not None else table_id(spark, ref)
+        records.append((name, version, now, run_id, len(by_mirror.get(name, [])), ref.path or ref.name, ident))
         verdicts.append(Verdict(name, True, version, "checks passed"))
         log.info("quality: %s: version %d certified", name, version)
     if records:
@@ -257,13 +287,21 @@ def certify(
             at = now.isoformat()
             with ThreadPoolExecutor(max_workers=min(8, len(records))) as pool:
                 list(pool.map(lambda r: _set_property(spark, tables[r[0]], r[1], at), records))
-            refresh_views(spark, wh, verdicts, tables)
+            try:
+                refresh_views(spark, wh, verdicts, tables)
+            except Exception as exc:  # noqa: BLE001 - a view is a reader's aid: the certification stands
+                log.warning("quality: certified views not replaced: %s", exc)
     return verdicts
 
 
 def _set_property(spark: SparkSession, ref: TableRef, version: int, at: str) -> None:
+    """The mirror's certification properties; a commit that fails (a concurrent writer) is logged, never the
+    run's failure: ``dq_certified`` has the record, and the next certification sets them."""
     props = {CERTIFIED_VERSION_PROPERTY: str(version), CERTIFIED_AT_PROPERTY: at}
-    spark.sql(f"ALTER TABLE {ref.sql} SET TBLPROPERTIES ({properties_sql(props)})")
+    try:
+        spark.sql(f"ALTER TABLE {ref.sql} SET TBLPROPERTIES ({properties_sql(props)})")
+    except Exception as exc:  # noqa: BLE001 - the record is written; the property follows next time
+        log.warning("quality: %s: certified version %d not set as a property: %s", ref.path or ref.name, version, exc)
 
 
 def view_name(ref: TableRef) -> str | None:
@@ -282,9 +320,12 @@ def refresh_views(
     wh: Warehouse | str,
     verdicts: Iterable[Verdict],
     tables: Mapping[str, TableRef] | None = None,
+    *,
+    create: bool = False,
 ) -> list[str]:
-    """In a catalog, point each newly certified mirror's view ``<mirror>__certified`` at its version; the
-    views replaced."""
+    """In a catalog, point each certified mirror's view ``<mirror>__certified`` at its version; the views
+    replaced. A certification keeps the views that exist current; ``create`` (``lakecdc dq certified
+    --views``) makes them (they sit in the mirrors' schemas, beside tables lakecdc does not own)."""
     wh = wh if isinstance(wh, Warehouse) else Warehouse(str(wh))
     if not wh.catalog:
         return []
@@ -292,7 +333,7 @@ def refresh_views(
     for v in verdicts:
         ref = tables.get(v.mirror)
         name = view_name(ref) if ref is not None and v.certified and v.version is not None else None
-        if name:
+        if name and (create or spark.catalog.tableExists(name)):
             spark.sql(view_sql(ref, v.version, name))
             done.append(name)
     return done
