@@ -17,7 +17,9 @@ from pathlib import Path
 
 from bench.env import ROOT, MemorySampler, git_info, machine_info
 
-SECTIONS = ("decode", "tables", "run", "apply", "scale", "latency", "freshness", "pipeline", "new_tables", "memory")
+SECTIONS = (
+    "decode", "tables", "run", "apply", "scale", "cost", "latency", "freshness", "pipeline", "new_tables", "memory",
+)  # fmt: skip
 GIB = 2**30
 
 #: Full sizes (issue 14). ``--quick`` uses :data:`QUICK` (about 1%); ``--scale`` multiplies counts further.
@@ -27,6 +29,7 @@ FULL = {
     "tables": {"changes": 20_000, "rows": 20_000, "table_counts": [1, 50, 200]},
     "run": {"changes": 4_000, "table_counts": [1, 50, 200]},
     "apply": {"changes": 1_000_000, "rows": 1_000_000, "setup_chunk": 2_000_000, "scale_factor": 10},
+    "cost": {"rows": 100_000, "changes": [1_000, 10_000, 100_000]},
     "latency": {"rate": 2000, "seconds": 60, "tables": 4, "drain": 900, "trigger": "2 seconds", "timeout": 3600},
     "freshness": {
         "hot_rate": 500,
@@ -53,6 +56,7 @@ QUICK = {
     "tables": {"changes": 10_000, "rows": 10_000, "table_counts": [1, 2]},
     "run": {"changes": 400, "table_counts": [1, 2]},
     "apply": {"changes": 10_000, "rows": 10_000, "setup_chunk": 2_000_000, "scale_factor": 10},
+    "cost": {"rows": 2_000, "changes": [100, 500, 2_000]},
     "latency": {"rate": 50, "seconds": 20, "tables": 1, "drain": 600, "trigger": "2 seconds", "timeout": 900},
     "freshness": {
         "hot_rate": 20,
@@ -190,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
             run[name].update({k: combined[k] for k in ("seconds", "mode", "measured_at", "memory_peak")})
             if len(wanted) > 1:
                 run[name]["note"] = "apply and scale share the 1x mirror case; seconds are for both"
+    if "cost" in only:
+        from bench.cost import run_cost
+
+        section("cost", lambda: {"sizes": sizes["cost"], **run_cost(spark, work, sizes["cost"], checks)})
     if "latency" in only:
         from bench.latency import run_latency
 

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipelines.spark_logs import is_connect
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -31,6 +33,11 @@ def spark_jobs(spark: SparkSession) -> int | None:
         return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
     except Exception:  # noqa: BLE001 - a Connect session, or another runtime: jobs are not counted
         return None
+
+
+def _context(spark: SparkSession):
+    """The session's SparkContext; None over Spark Connect (no context on the client)."""
+    return None if is_connect(spark) else spark.sparkContext
 
 
 @dataclass
@@ -59,10 +66,18 @@ class StepClock:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
+        """Time the block as step ``name``; its Spark jobs carry the description ``gold <name>`` (the Spark UI,
+        and ``python -m bench.gold_profile``, group them by it)."""
         jobs0, began = spark_jobs(self.spark), time.perf_counter()
+        context = _context(self.spark)
+        described = context.getLocalProperty("spark.job.description") if context else None
+        if context:
+            context.setJobDescription(f"gold {name}")
         try:
             yield
         finally:
+            if context:
+                context.setJobDescription(described)
             jobs1 = spark_jobs(self.spark)
             jobs = None if jobs0 is None or jobs1 is None else jobs1 - jobs0
             self.costs.setdefault(name, StepCost(batches=1)).add(StepCost(time.perf_counter() - began, jobs, 0))
