@@ -3,7 +3,8 @@ console entry point. Results go to stdout; progress and logs go to stderr.
 
 The command bodies are in :mod:`pipelines.cli_commands`, one module per group; each imports what its
 command needs when it runs, so ``lakecdc --help`` stays quick and the wheel (no dev tools) works.
-This is the one layer that may import everything below it.
+This is the one layer that may import everything below it. Longer than 420 lines because it is the parser of
+every subcommand.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pipelines.cli_commands.dq import cmd_dq
 from pipelines.cli_commands.formats import cmd_decode, cmd_formats
 from pipelines.cli_commands.lineage import cmd_erase, cmd_why
 from pipelines.cli_commands.maintain import DEFAULT_RETAIN_HOURS, cmd_maintain
+from pipelines.cli_commands.metrics import cmd_metrics
 from pipelines.cli_commands.pipeline import (  # noqa: F401 - _with_locations: tests use it from here
     _with_locations,
     cmd_export,
@@ -129,6 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
     _location_options(st)
     _master_option(st)
     st.set_defaults(func=cmd_status)
+
+    me = sub.add_parser(
+        "metrics",
+        help="per-mirror and per-source figures (rows, waiting, staleness, quarantined, lag) in the Prometheus "
+        "text format: printed once, or served on 127.0.0.1 with --serve",
+    )
+    me.add_argument("--conf", required=True, help="pipeline YAML (see conf/pipeline.example.yaml)")
+    me.add_argument("--json", action="store_true", help="print the samples as JSON (name, labels, value)")
+    me.add_argument("--serve", action="store_true", help="serve GET /metrics on 127.0.0.1 until Ctrl-C")
+    me.add_argument("--port", type=int, default=9464, help="--serve's port on 127.0.0.1 (default 9464; 0: any free)")
+    _location_options(me)
+    _master_option(me)
+    me.set_defaults(func=cmd_metrics)
 
     rb = sub.add_parser(
         "rebuild",

@@ -22,6 +22,7 @@ from pipelines.export import mirror_refs
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
 from pipelines.gold.stage import GoldStats, GoldStream, flush_due, gold_checkpoint, source_table_col, start_gold
 from pipelines.gold.type_mapping import map_batch_types
+from pipelines.metrics import MeteredGoldStats, RunMetrics
 from pipelines.mirror_columns import table_properties
 from pipelines.mirror_key import key_of
 from pipelines.preflight import preflight
@@ -71,7 +72,7 @@ def run_pipeline(
     _require_schemas(spark, wh)
     preflight(spark, cfg, wh)
     summary = RunSummary()
-    gold_stats, gold_stream, silver_stats = GoldStats(), GoldStream(), SilverStats()
+    gold_stats, gold_stream, silver_stats = MeteredGoldStats(RunMetrics(cfg.metrics_file)), GoldStream(), SilverStats()
     starters = {
         "bronze": lambda: [start_bronze(spark, cfg, wh, s, available_now) for s in cfg.sources],
         "silver": lambda: [start_silver(spark, cfg, wh, available_now, silver_stats)],

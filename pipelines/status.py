@@ -16,36 +16,41 @@ through the py4j gateway): metadata only, no record is read except the first unr
 timestamp), and it takes the source's own ``kafka.*`` settings, so what authenticates bronze authenticates
 status. Spark Connect has no gateway: there the lag of a Kafka source is reported as unknown.
 
-Per mirror: rows (a ``deletes: soft`` mirror's also: how many are marked deleted), the newest change applied
-(``_seq``, ``_queue_pos``, ``_event_time`` of the newest row or tombstone by source commit time), tombstones,
-quarantined changes of its source table (silver and gold), and the newest result of each data-quality check
-on it (``dq_results``).
+Per mirror: rows (a ``deletes: soft`` mirror's also: how many are marked deleted), its sources (the
+``_source`` of its rows and of the changes waiting for it), the newest change applied (``_seq``,
+``_queue_pos``, ``_event_time`` of the newest row or tombstone by source commit time), tombstones,
+quarantined changes of its source table (silver and gold), what waits for its next merge and why (gold's
+``pending`` table against the mirror's freshness budget, :mod:`pipelines.gold.due`), its staleness, and the
+newest result of each data-quality check on it (``dq_results``).
+
+Staleness is judged against one setting, each source's ``freshness`` (default 1 hour), which the
+``cdc_freshness`` check of ``lakecdc dq check`` and of a run reads too; a mirror is judged on its own
+sources only: complete up to the oldest of its sources' newest change or heartbeat, or, while changes wait
+for it, up to the oldest of those.
+
+Every figure comes from a few Spark jobs for the whole warehouse, not a few per mirror: one scan of the
+mirrors' lineage columns together (a ``UNION ALL``), one aggregation each of ``dq_results``, quarantine,
+key state and pending changes (docs/operations.md says how long it takes over 200 mirrors).
 
 Longer than 420 lines because it is two reports (sources, mirrors), each gathered and rendered.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipelines.bronze import kafka_options
-from pipelines.config import PipelineConfig, Source, StatusThresholds
+from pipelines.config import PipelineConfig, Source, StatusThresholds, freshness_seconds
 from pipelines.consistent import status_lines, status_points
 from pipelines.export import mirror_refs
-from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
-from pipelines.gold.plan import table_config
-from pipelines.gold.state import KEY_STATE_PROPERTY, GoldState, Pending
 from pipelines.kafka_offsets import KafkaProbe
-from pipelines.mirror_columns import table_properties
-from pipelines.quality.storage import dq_results_ref
 from pipelines.quarantine import unresolved_quarantine
 from pipelines.silver import last_seen
-from pipelines.warehouse import TableRef, Warehouse, state_key
+from pipelines.status_mirrors import MirrorStatus, age, iso, key_facts, last_dq, lineages, mirror_status
+from pipelines.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,26 +69,9 @@ class SourceStatus:
     last_heartbeat_time: str | None = None
     last_ingest_time: str | None = None  # newest change or heartbeat landed
     staleness_seconds: float | None = None
+    freshness_seconds: float | None = None  # its ``freshness`` (or --max-staleness-seconds): stale beyond it
     quarantined: int = 0
     error: str | None = None
-
-
-@dataclass
-class MirrorStatus:
-    name: str
-    table: str
-    rows: int
-    tombstones: int | None
-    last_seq: str | None
-    last_queue_pos: str | None
-    last_event_time: str | None
-    quarantined_silver: int
-    quarantined_gold: int
-    dq: dict[str, Any] | None  # the last result of each check: checks, failed, failing, newest run_id, checked_at
-    pending: int = 0  # changes waiting for the mirror's next merge (continuous runs)
-    oldest_pending_seconds: float | None = None  # how long the oldest of them has waited
-    max_delay_seconds: float | None = None  # the mirror's freshness budget
-    soft_deleted: int | None = None  # rows marked deleted (``deletes: soft``; None: not a soft mirror)
 
 
 @dataclass
@@ -107,7 +95,10 @@ class Status:
             "conf": self.conf,
             "ok": self.ok,
             "breaches": self.breaches,
-            "thresholds": asdict(self.thresholds),
+            "thresholds": {
+                **asdict(self.thresholds),
+                "freshness_seconds": {s.name: s.freshness_seconds for s in self.sources},
+            },
             "sources": [asdict(s) for s in self.sources],
             "mirrors": [asdict(m) for m in self.mirrors],
             "consistent_points": self.consistent,
@@ -133,26 +124,65 @@ def collect_status(
             status.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
         change, heartbeat, ingest = seen.get(source.name, (None, None, None))
         status.last_event_time, status.last_heartbeat_time, status.last_ingest_time = map(
-            _iso, (change, heartbeat, ingest)
+            iso, (change, heartbeat, ingest)
         )
-        newest = max((t for t in (change, heartbeat) if t is not None), default=None)
+        newest = _newest_seen(seen, source.name)
         status.staleness_seconds = None if newest is None else round(max(0.0, now - newest), 3)
+        status.freshness_seconds = _freshness(cfg, source.name, thresholds)
         status.quarantined = sum(n for (stage, src, _db, _t), n in quarantine.items() if src == source.name)
         sources.append(status)
-    keys = _key_state(spark, wh)
-    mirrors = [
-        _mirror_status(spark, cfg, wh, name, ref, quarantine, keys, now)
-        for name, ref in sorted(mirror_refs(spark, wh).items())
-    ]
-    status = Status(_iso(now), cfg.origin, thresholds, sources, mirrors)
+    refs = mirror_refs(spark, wh)
+    lineage = lineages(spark, refs)
+    keys = key_facts(spark, wh)
+    dq = last_dq(spark, wh)
+    mirrors = []
+    for name, ref in sorted(refs.items()):
+        m, since = mirror_status(spark, cfg, wh, name, ref, lineage.get(name), quarantine, keys, dq.get(name), now)
+        _judge(m, cfg, seen, thresholds, now, since)
+        mirrors.append(m)
+    status = Status(iso(now), cfg.origin, thresholds, sources, mirrors)
     status.breaches = breaches(status, thresholds)
     status.consistent = status_points(spark, wh)
     return status
 
 
+def _newest_seen(seen: Mapping[str, tuple], source: str) -> float | None:
+    """A source's newest change or heartbeat (source commit time, epoch seconds)."""
+    change, heartbeat, _ingest = seen.get(source, (None, None, None))
+    return max((t for t in (change, heartbeat) if t is not None), default=None)
+
+
+def _freshness(cfg: PipelineConfig, source: str, thresholds: StatusThresholds) -> float:
+    """The staleness a source may have: ``--max-staleness-seconds`` for this call, else its ``freshness``
+    (the setting ``cdc_freshness`` reads; a source not configured, such as a replay's, has the default)."""
+    if thresholds.max_staleness_seconds is not None:
+        return float(thresholds.max_staleness_seconds)
+    configured = next((s for s in cfg.sources if s.name == source), None)
+    return freshness_seconds(configured.freshness if configured else None)
+
+
+def _judge(
+    m: MirrorStatus, cfg: PipelineConfig, seen: Mapping, t: StatusThresholds, now: float, since: float | None
+) -> None:
+    """A mirror's staleness from its own sources: complete up to the oldest of their newest change or
+    heartbeat, or to its oldest waiting change (``since``, source commit time) where one waits."""
+    if not m.sources:
+        return
+    points = [_newest_seen(seen, s) for s in m.sources]
+    complete = None if any(p is None for p in points) else min(points)
+    if complete is not None and since is not None:
+        complete = min(complete, since)
+    m.freshness_seconds = min(_freshness(cfg, s, t) for s in m.sources)
+    if complete is not None:
+        m.complete_to = iso(complete)
+        m.staleness_seconds = round(max(0.0, now - complete), 3)
+        m.stale = m.staleness_seconds > m.freshness_seconds
+
+
 def breaches(status: Status, thresholds: StatusThresholds) -> list[str]:
     """What exceeds a threshold. A lag that cannot be measured, and a source never seen, count as breaches
-    of the threshold that needs them (an alert that stays silent when it cannot look is no alert)."""
+    of the threshold that needs them (an alert that stays silent when it cannot look is no alert). A source
+    staler than its ``freshness`` names the mirrors it feeds."""
     out = []
     for s in status.sources:
         if thresholds.max_lag_seconds is not None:
@@ -160,25 +190,32 @@ def breaches(status: Status, thresholds: StatusThresholds) -> list[str]:
                 out.append(f"{s.name}: lag unknown ({s.error or 'not measurable'})")
             elif s.lag_seconds > thresholds.max_lag_seconds:
                 out.append(
-                    f"{s.name}: lag {_age(s.lag_seconds)} > max_lag_seconds {thresholds.max_lag_seconds:g} "
+                    f"{s.name}: lag {age(s.lag_seconds)} > max_lag_seconds {thresholds.max_lag_seconds:g} "
                     f"({s.pending} {'messages' if s.kind == 'kafka' else 'files'} unread)"
                 )
-        if thresholds.max_staleness_seconds is not None:
+        override = thresholds.max_staleness_seconds
+        limit = override if override is not None else s.freshness_seconds
+        if limit is not None:
             if s.staleness_seconds is None:
                 out.append(f"{s.name}: no change or heartbeat seen yet")
-            elif s.staleness_seconds > thresholds.max_staleness_seconds:
-                out.append(
-                    f"{s.name}: last change or heartbeat {_age(s.staleness_seconds)} ago > max_staleness_seconds "
-                    f"{thresholds.max_staleness_seconds:g}"
-                )
+            elif s.staleness_seconds > limit:
+                fed = [m.name for m in status.mirrors if s.name in m.sources]
+                named = f"; its mirrors {_names(fed)}" if fed else ""
+                what = f"max_staleness_seconds {limit:g}" if override is not None else f"its freshness {age(limit)}"
+                out.append(f"{s.name}: last change or heartbeat {age(s.staleness_seconds)} ago > {what}{named}")
     for m in status.mirrors:
         if m.oldest_pending_seconds is not None and m.max_delay_seconds is not None:
             if m.oldest_pending_seconds > m.max_delay_seconds:
                 out.append(
-                    f"{m.name}: {m.pending} changes waiting, the oldest {_age(m.oldest_pending_seconds)} > its "
+                    f"{m.name}: {m.pending} changes waiting, the oldest {age(m.oldest_pending_seconds)} > its "
                     f"max_delay {m.max_delay_seconds:g} s (is the gold stream running?)"
                 )
     return out
+
+
+def _names(names: list[str], shown: int = 5) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 # ---------------------------------------------------------------- sources
@@ -247,126 +284,7 @@ def _quarantine_counts(spark: SparkSession, wh: Warehouse) -> dict[tuple[str, st
 # ---------------------------------------------------------------- mirrors
 
 
-@dataclass
-class _KeyFacts:
-    """What gold's shared state says of one mirror."""
-
-    tombstones: int = 0
-    last_deleted: tuple[str | None, str | None, float | None] | None = None  # seq, queue_pos, event time
-    pending: Pending | None = None
-
-
-def _key_state(spark: SparkSession, wh: Warehouse) -> dict[str, _KeyFacts]:
-    """Per mirror (state key): its deleted keys and the changes waiting for it (:mod:`pipelines.gold.state`)."""
-    state = GoldState(wh)
-    if not state.keys.exists(spark):
-        return {}
-    facts = {m: _KeyFacts(n, last) for m, (n, last) in state.deleted_keys(spark).items()}
-    for mirror, pending in state.pending_now(spark, state.progress_now(spark)).items():
-        facts.setdefault(mirror, _KeyFacts()).pending = pending
-    return facts
-
-
-def _mirror_status(
-    spark: SparkSession,
-    cfg: PipelineConfig,
-    wh: Warehouse,
-    name: str,
-    ref: TableRef,
-    quarantine: Mapping[tuple, int],
-    keys: Mapping[str, _KeyFacts],
-    now: float,
-) -> MirrorStatus:
-
-    mirror = ref.read(spark)
-    rows = mirror.count()
-    props = table_properties(spark, ref)
-    facts = keys.get(state_key(ref))
-    if facts is not None or KEY_STATE_PROPERTY in props:
-        tombstones, deleted = (facts.tombstones, facts.last_deleted) if facts else (0, None)
-    else:  # a mirror written before key state, not adopted yet: its tombstones table
-        tomb_ref = wh.side_of(ref, "tombstones")
-        tombs = tomb_ref.read(spark) if tomb_ref.exists(spark) else None
-        tombstones, deleted = (None, None) if tombs is None else (tombs.count(), _newest_lineage(tombs))
-    newest = max(
-        (x for x in (_newest_lineage(mirror), deleted) if x), key=lambda x: (x[2] or 0, x[1] or ""), default=None
-    )
-    identity = props.get(SOURCE_IDENTITY_PROPERTY)
-    db, _schema, table = json.loads(identity) if identity else (None, None, None)
-    held = {stage: 0 for stage in ("silver", "gold")}
-    for (stage, _src, q_db, q_table), n in quarantine.items():
-        if identity and q_table == table and q_db == db and stage in held:
-            held[stage] += n
-    tc = table_config(cfg, props.get("lakecdc.source_table", name))
-    pending = facts.pending if facts and facts.pending else None
-    return MirrorStatus(
-        name=name,
-        table=ref.path or ref.name or "",
-        rows=rows,
-        tombstones=tombstones,
-        last_seq=newest[0] if newest else None,
-        last_queue_pos=newest[1] if newest else None,
-        last_event_time=_iso(newest[2]) if newest else None,
-        quarantined_silver=held["silver"],
-        quarantined_gold=held["gold"],
-        dq=_last_dq(spark, wh, name),
-        pending=pending.changes if pending else 0,
-        oldest_pending_seconds=round(max(0.0, now - pending.oldest), 3) if pending and pending.oldest else None,
-        max_delay_seconds=tc.max_delay if tc and tc.max_delay else cfg.gold_max_delay,
-        soft_deleted=mirror.where("_deleted").count() if "_deleted" in mirror.columns else None,
-    )
-
-
-def _newest_lineage(table: DataFrame) -> tuple[str | None, str | None, float | None] | None:
-    """(``_seq``, ``_queue_pos``, ``_event_time`` in epoch seconds) of a table's newest row by source commit time."""
-    from pyspark.sql import functions as F
-
-    last = (
-        table.orderBy(F.col("_event_time").desc_nulls_last(), F.col("_queue_pos").desc_nulls_last())
-        .select("_seq", "_queue_pos", (F.unix_micros("_event_time") / 1e6).alias("t"))
-        .first()
-    )
-    return (last["_seq"], last["_queue_pos"], last["t"]) if last else None
-
-
-def _last_dq(spark: SparkSession, wh: Warehouse, name: str) -> dict[str, Any] | None:
-    """The newest result of each check on the mirror (per-batch expectations and run-end checks write
-    under different run ids: the newest run alone may pass while an older check still fails)."""
-    from pyspark.sql import functions as F
-
-    ref = dq_results_ref(wh)
-    if not ref.exists(spark):
-        return None
-    newest_first = F.expr("row_number() OVER (PARTITION BY expectation ORDER BY checked_at DESC, batch_id DESC)")
-    last = (
-        ref.read(spark).where(F.col("table") == name).withColumn("n", newest_first)
-        .where("n = 1").select("run_id", "expectation", "success", F.unix_micros("checked_at").alias("t")).collect()
-    )  # fmt: skip
-    if not last:
-        return None  # no check has run on this mirror
-    newest = max(last, key=lambda r: r["t"])
-    failing = sorted(r["expectation"] for r in last if r["success"] is not True)
-    return {"run_id": newest["run_id"], "checked_at": _iso(newest["t"] / 1e6), "checks": len(last),
-            "failed": len(failing), "failing": failing}  # fmt: skip
-
-
 # ---------------------------------------------------------------- output
-
-
-def _iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(round(seconds))
-    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
-        if s >= size:
-            return f"{s // size}{unit}{(s % size) // sub_size:02d}{sub}"
-    return f"{s}s"
 
 
 def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
@@ -386,27 +304,33 @@ def render(status: Status) -> str:
     lines += _table(
         ("source", "format", "queue", "unread", "lag", "last change", "last heartbeat", "stale", "quarantined"),
         [
-            (s.name, s.format, s.kind, pending(s), _age(s.lag_seconds), s.last_event_time or "-",
-             s.last_heartbeat_time or "-", _age(s.staleness_seconds), str(s.quarantined))
+            (s.name, s.format, s.kind, pending(s), age(s.lag_seconds), s.last_event_time or "-",
+             s.last_heartbeat_time or "-", age(s.staleness_seconds), str(s.quarantined))
             for s in status.sources
         ],
     )  # fmt: skip
     lines += [f"  {s.name}: {s.error}" for s in status.sources if s.error]
     lines.append("")
     lines += _table(
-        ("mirror", "rows", "tombstones", "last seq", "last change", "waiting", "quarantined silver/gold", "last DQ"),
+        ("mirror", "rows", "tombstones", "last seq", "last change", "sources", "stale", "waiting",
+         "quarantined silver/gold", "last DQ"),
         [
             (m.name, f"{m.rows}" + ("" if m.soft_deleted is None else f" ({m.soft_deleted} soft-deleted)"),
              "-" if m.tombstones is None else str(m.tombstones), m.last_seq or "-",
-             m.last_event_time or "-", _waiting_text(m), f"{m.quarantined_silver}/{m.quarantined_gold}",
-             _dq_text(m.dq))
+             m.last_event_time or "-", ",".join(m.sources) or "-", _stale_text(m), _waiting_text(m),
+             f"{m.quarantined_silver}/{m.quarantined_gold}", _dq_text(m.dq))
             for m in status.mirrors
         ],
     )  # fmt: skip
+    lines += [f"  {m.name}: waiting {m.waiting_reason}" for m in status.mirrors if m.waiting_reason]
     lines += ["", *status_lines(status.consistent)] if status.consistent else []
     t = status.thresholds
-    named = (("max_lag_seconds", t.max_lag_seconds), ("max_staleness_seconds", t.max_staleness_seconds))
+    named = [("max_lag_seconds", t.max_lag_seconds), ("max_staleness_seconds", t.max_staleness_seconds)]
     limits = ", ".join(f"{n} {v:g}" for n, v in named if v)
+    if t.max_staleness_seconds is None and status.sources:
+        ages = sorted({age(s.freshness_seconds) for s in status.sources if s.freshness_seconds is not None})
+        if ages:
+            limits = ", ".join(x for x in (limits, f"freshness {'/'.join(ages)}") if x)
     lines.append("")
     if not limits:
         lines.append(
@@ -419,10 +343,19 @@ def render(status: Status) -> str:
     return "\n".join(lines)
 
 
+def _stale_text(m: MirrorStatus) -> str:
+    """``12m03s`` within its freshness, ``1h05m > 1h00m`` beyond it, ``-`` unknown."""
+    if m.staleness_seconds is None:
+        return "-"
+    if m.stale:
+        return f"{age(m.staleness_seconds)} > {age(m.freshness_seconds)}"
+    return age(m.staleness_seconds)
+
+
 def _waiting_text(m: MirrorStatus) -> str:
     if not m.pending:
         return "-"
-    return f"{m.pending} (oldest {_age(m.oldest_pending_seconds)} of {_age(m.max_delay_seconds)})"
+    return f"{m.pending} (oldest {age(m.oldest_pending_seconds)} of {age(m.max_delay_seconds)})"
 
 
 def _dq_text(dq: dict[str, Any] | None) -> str:

@@ -8,7 +8,7 @@ See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
     checkpoints: null               # default: <warehouse>/_checkpoints (local warehouse only)
     trigger: available_now          # or: continuous (with processing_time)
     processing_time: 10 seconds
-    status: {max_lag_seconds: 900, max_staleness_seconds: 3600}   # `lakecdc status` exits 1 beyond them
+    status: {max_lag_seconds: 900}  # `lakecdc status` exits 1 beyond it (and beyond a source's freshness)
     limits: {max_message_bytes: 16777216, max_depth: 64, max_width: 100000, max_elements: 1000000}
     sources:
       - name: shop_default
@@ -64,6 +64,7 @@ from pipelines.config.replay import replay_source
 from pipelines.config.secrets import resolve_secret
 from pipelines.config.validation import parse_config
 from pipelines.errors import ConfigError  # defined in pipelines.errors (quality's rule parser raises it too)
+from pipelines.quality.rules import DEFAULT_FRESHNESS_TEXT, freshness_seconds  # sources[].freshness, shared
 
 __all__ = [
     "CHECKPOINTS_REQUIRED",
@@ -84,6 +85,8 @@ __all__ = [
     "PipelineConfig",
     "Source",
     "StatusThresholds",
+    "DEFAULT_FRESHNESS_TEXT",
+    "freshness_seconds",
     "TableConfig",
     "check_locations",
     "load_config",

@@ -35,6 +35,7 @@ from pipelines.formats.base import (
     DEFAULT_MAX_WIDTH,
 )
 from pipelines.layout import LAYERS
+from pipelines.quality.rules import DEFAULT_FRESHNESS_TEXT
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,13 @@ TOP_LEVEL = Section(
             "Unity Catalog catalog of the tables; then every layer needs a schema, and `checkpoints` is required.",
         ),
         Field("schema", "string", "null", "Schema of the tables of every layer in the catalog."),
+        Field(
+            "metrics_file",
+            "string (a file path)",
+            "(none: no file)",
+            "A running pipeline writes its metrics there after every gold batch (Prometheus text format, "
+            "atomically), for a node-exporter textfile collector (docs/operations.md).",
+        ),
         Field("schemas", "mapping (see `schemas`)", "{}", "A layer's own schema in the catalog, over `schema`."),
         Field(
             "checkpoints",
@@ -240,8 +248,8 @@ LIMITS = Section(
 
 STATUS = Section(
     "status",
-    "Thresholds of `lakecdc status` (null: not checked); `--max-lag-seconds` and `--max-staleness-seconds` "
-    "override them.",
+    "Thresholds of `lakecdc status` (null: not checked; `--max-lag-seconds` overrides it). Staleness is judged "
+    "by each source's `freshness`, the setting the `cdc_freshness` check reads too.",
     (
         Field(
             "max_lag_seconds",
@@ -253,7 +261,8 @@ STATUS = Section(
             "max_staleness_seconds",
             "positive number of seconds",
             "null",
-            "Exit 1 when a source's newest change or heartbeat (source commit time) is older.",
+            "The `freshness` of every source that sets none, in seconds (`status` and `cdc_freshness` alike); "
+            "`--max-staleness-seconds` stands for every source's `freshness` in one `status` call.",
         ),
     ),
 )
@@ -283,8 +292,9 @@ SOURCE = Section(
         Field(
             "freshness",
             "string (a duration)",
-            "1 hour",
-            "Data quality alerts when the source's last event or heartbeat is older.",
+            DEFAULT_FRESHNESS_TEXT,
+            "Stale when the source's newest change or heartbeat (source commit time) is older: `lakecdc status` "
+            "exits 1 and the `cdc_freshness` check of its mirrors fails (one setting for both).",
         ),
         Field("include", _TABLE_PATTERNS, "[]", "The tables kept of this source (empty: every table)."),
         Field("exclude", _TABLE_PATTERNS, "[]", "Tables of this source skipped (counted in `silver.skipped`)."),

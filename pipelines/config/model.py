@@ -19,6 +19,7 @@ from pipelines.formats.base import (
 )
 from pipelines.layout import LAYERS
 from pipelines.names import MirrorNaming
+from pipelines.quality.rules import DEFAULT_FRESHNESS_TEXT
 from pipelines.selection import ColumnFilter, Selection, TableFilter
 
 #: Mirrors gold creates in one batch at most (``limits.new_mirrors_per_batch``): the changes of further new
@@ -78,7 +79,8 @@ class Source:
     format: str
     path: str | None = None
     kafka: KafkaSource | None = None
-    freshness: str = "1 hour"  # data-quality: alert when the last event or heartbeat is older
+    # stale when its newest change or heartbeat is older: `lakecdc status` and the cdc_freshness check
+    freshness: str = DEFAULT_FRESHNESS_TEXT
     include: tuple[str, ...] = ()  # table names or glob patterns this source keeps (empty: every table)
     exclude: tuple[str, ...] = ()  # ... and skips (pipelines.selection)
     ignore_null_updates: bool | None = None  # NULL in an UPDATE means "unchanged"; None: not set here
@@ -123,8 +125,9 @@ class TableConfig:
 @dataclass(frozen=True)
 class StatusThresholds:
     """When ``lakecdc status`` exits 1 (None: not checked). ``max_lag_seconds``: the oldest message or
-    landing file bronze has not read yet is older than this. ``max_staleness_seconds``: a source's newest
-    change or heartbeat (source commit time) is older than this."""
+    landing file bronze has not read yet is older than this. A source's newest change or heartbeat (source
+    commit time) older than its ``freshness`` is a breach too; ``max_staleness_seconds`` (the
+    ``--max-staleness-seconds`` of one call) stands for every source's ``freshness`` then."""
 
     max_lag_seconds: float | None = None
     max_staleness_seconds: float | None = None
@@ -149,6 +152,7 @@ class PipelineConfig:
     default_table: str | None = None  # for formats whose messages name no table (DebeziumSmt)
     format_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     quality_checks: bool = True  # built-in CDC checks + Data Docs after each gold run
+    metrics_file: str | None = None  # pipelines.metrics: Prometheus text written after each gold batch
     schema_changes: str = DEFAULT_SCHEMA_POLICY  # see pipelines.gold.schema
     invalid_values: str = DEFAULT_INVALID_VALUE_POLICY  # see INVALID_VALUE_POLICIES
     status: StatusThresholds = field(default_factory=StatusThresholds)  # `lakecdc status` alerts

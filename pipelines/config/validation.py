@@ -41,7 +41,7 @@ from pipelines.formats.base import (
     DEFAULT_MAX_WIDTH,
 )
 from pipelines.formats.confluent import registry_settings
-from pipelines.quality.rules import parse_duration, parse_expectations
+from pipelines.quality.rules import DEFAULT_FRESHNESS_TEXT, parse_duration, parse_expectations
 from pipelines.routing import config_problems as routing_problems
 from pipelines.values import is_known_type
 
@@ -96,10 +96,13 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     limits_raw = v.mapping(root.get("limits") or {}, "limits")
     v.only(limits_raw, "limits", LIMITS.names())
     limits = {k: v.positive_int(limits_raw.get(k, default), f"limits.{k}", default) for k, default in _LIMITS.items()}
+    # status.max_staleness_seconds: the freshness of every source that sets none (one setting, shared)
+    status, stale_after = v.status(root.get("status"), "status")
+    default_freshness = DEFAULT_FRESHNESS_TEXT if stale_after is None else f"{stale_after:g} seconds"
     sources = tuple(
         s
         for i, raw in enumerate(v.sequence(root.get("sources"), "sources"))
-        if (s := v.source(raw, f"sources[{i}]")) is not None
+        if (s := v.source(raw, f"sources[{i}]", default_freshness)) is not None
     )
     if root.get("sources") == []:
         v.fail("sources", "at least one source is required")
@@ -153,11 +156,12 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         default_table=default_table,
         format_options=format_options,
         quality_checks=v.boolean(root.get("quality_checks", True), "quality_checks", True),
+        metrics_file=v.text(root.get("metrics_file"), "metrics_file", None),
         schema_changes=v.schema_policy(root.get("schema_changes", DEFAULT_SCHEMA_POLICY), "schema_changes"),
         invalid_values=v.invalid_value_policy(
             root.get("invalid_values", DEFAULT_INVALID_VALUE_POLICY), "invalid_values"
         ),
-        status=v.status(root.get("status"), "status"),
+        status=status,
         gold_parallelism=gold_parallelism,
         gold_max_delay=gold_max_delay,
         gold_max_pending=gold_max_pending,
@@ -188,7 +192,9 @@ class _Validator(Checker):
         what = "what a zero date or another value the source holds as invalid becomes"
         return self.one_of(value, where, INVALID_VALUE_POLICIES, DEFAULT_INVALID_VALUE_POLICY, what)
 
-    def status(self, raw: Any, where: str) -> StatusThresholds:
+    def status(self, raw: Any, where: str) -> tuple[StatusThresholds, float | None]:
+        """The thresholds, and ``max_staleness_seconds``: not a threshold of its own any more but the
+        ``freshness`` of every source that sets none (what ``lakecdc status`` and ``cdc_freshness`` share)."""
         s = self.mapping(raw or {}, where)
         self.only(s, where, STATUS.names())
         limits = {}
@@ -198,7 +204,7 @@ class _Validator(Checker):
                 self.fail(f"{where}.{name}", f"must be a positive number of seconds, got {value!r:.80}")
                 value = None
             limits[name] = value
-        return StatusThresholds(**limits)
+        return StatusThresholds(max_lag_seconds=limits["max_lag_seconds"]), limits["max_staleness_seconds"]
 
     def duration(self, value: Any, where: str) -> float | None:
         """A duration (``5 minutes``, ``90 seconds``, or a number of seconds) in seconds."""
@@ -223,7 +229,7 @@ class _Validator(Checker):
                 self.fail(f"{where}.{name}", f"must be a string, number or boolean, got {type(item).__name__}")
         return out
 
-    def source(self, raw: Any, where: str) -> Source | None:
+    def source(self, raw: Any, where: str, default_freshness: str = DEFAULT_FRESHNESS_TEXT) -> Source | None:
         s = self.mapping(raw, where)
         if not s:
             return None
@@ -239,7 +245,7 @@ class _Validator(Checker):
             self.fail(where, "give exactly one of path (landing directory) or kafka")
         path = self.text(s.get("path"), f"{where}.path", None)
         kafka = self.kafka(s["kafka"], f"{where}.kafka") if s.get("kafka") else None
-        freshness = self.text(s.get("freshness", "1 hour"), f"{where}.freshness", "1 hour")
+        freshness = self.text(s.get("freshness", default_freshness), f"{where}.freshness", default_freshness)
         self.rule(parse_duration, freshness, f"{self.origin}: {where}.freshness")
         include, exclude = choices.table_lists(self, s, where)
         return Source(

@@ -26,7 +26,7 @@ from pipelines.layout import SYSTEM_COLUMNS
 from pipelines.mirror_columns import source_types
 from pipelines.quality.batch import QualityFailure, run_checks
 from pipelines.quality.gx_session import great_expectations, utc_now
-from pipelines.quality.rules import CDC_CHECKS, DEFAULT_FRESHNESS, parse_duration
+from pipelines.quality.rules import CDC_CHECKS, DEFAULT_FRESHNESS, freshness_seconds
 from pipelines.sql import lit, q
 from pipelines.sql import typed as typed_column
 
@@ -153,12 +153,13 @@ def reconcile() -> list[Check]:
 
 
 def threshold_seconds(threshold: Any, source: str | None) -> float:
-    """A source's freshness threshold: one duration, or {source: duration, "*": default}."""
+    """A source's freshness threshold: one duration, or {source: duration, "*": default}; a source without
+    one has the default of ``sources[].freshness`` (what ``lakecdc status`` judges it by too)."""
     if isinstance(threshold, Mapping):
-        value = threshold.get(source) if source in threshold else threshold.get("*", DEFAULT_FRESHNESS)
+        value = threshold.get(source) if source in threshold else threshold.get("*")
     else:
         value = threshold
-    return parse_duration(value if value is not None else DEFAULT_FRESHNESS, "freshness threshold").total_seconds()
+    return freshness_seconds(value)
 
 
 def freshness_frame(

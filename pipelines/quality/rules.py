@@ -30,7 +30,9 @@ SQL_EXPECTATION = "sql"
 
 #: The built-in CDC checks every mirror gets without configuration (``pipelines.quality.checks``).
 CDC_CHECKS = ("key_not_null", "key_unique", "seq_not_backwards", "source_drift", "freshness", "reconcile")
-#: A source is stale when its newest event time or heartbeat is older than this.
+#: A source is stale when its newest event time or heartbeat is older than this: the default of
+#: ``sources[].freshness``, the one staleness setting ``lakecdc status`` and the ``cdc_freshness`` check share.
+DEFAULT_FRESHNESS_TEXT = "1 hour"
 DEFAULT_FRESHNESS = _dt.timedelta(hours=1)
 
 _RULE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -240,6 +242,11 @@ def sql_syntax_error(text: str) -> str | None:
         opened, at = stack[-1]
         return f"unclosed {opened} at character {at + 1}"
     return None
+
+
+def freshness_seconds(value: Any = None) -> float:
+    """A source's ``freshness`` (a duration, seconds, or None: :data:`DEFAULT_FRESHNESS`) in seconds."""
+    return parse_duration(DEFAULT_FRESHNESS if value is None else value, "freshness").total_seconds()
 
 
 def parse_duration(value: Any, where: str) -> _dt.timedelta:

@@ -67,7 +67,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "orchestration",
         ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress", "pipelines.quarantine",
-         "pipelines.why", "pipelines.erase", "pipelines.consistent"),  # fmt: skip
+         "pipelines.why", "pipelines.erase", "pipelines.consistent", "pipelines.status_mirrors",
+         "pipelines.metrics"),  # fmt: skip
     ),
     ("entry points", ("pipelines.cli", "pipelines.cli_commands", "pipelines.cli_commands.*")),
 )
@@ -86,6 +87,7 @@ LAZY_IMPORTERS = (
     "pipelines.cli_commands.maintain",
     "pipelines.cli_commands.quarantine",
     "pipelines.cli_commands.lineage",
+    "pipelines.cli_commands.metrics",
 )
 
 

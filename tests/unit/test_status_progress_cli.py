@@ -42,7 +42,7 @@ def test_a_catalog_given_on_the_command_line_needs_checkpoints_too():
 
 def test_status_thresholds_are_validated():
     cfg = parse_config({"sources": SOURCES, "status": {"max_lag_seconds": 900, "max_staleness_seconds": 1.5}})
-    assert cfg.status == StatusThresholds(max_lag_seconds=900, max_staleness_seconds=1.5)
+    assert cfg.status == StatusThresholds(max_lag_seconds=900)
     assert parse_config({"sources": SOURCES}).status == StatusThresholds()
     with pytest.raises(ConfigError) as err:
         parse_config({"sources": SOURCES, "status": {"max_lag_seconds": -1, "max_staleness_seconds": "1h", "x": 1}})
@@ -126,7 +126,11 @@ def test_human_and_json_output():
     doc = json.loads(json.dumps(status.to_json()))
     assert doc["ok"] is False and doc["breaches"] == status.breaches
     assert doc["sources"][0]["pending"] == 7 and doc["mirrors"][0]["quarantined_gold"] == 2
-    assert doc["thresholds"] == {"max_lag_seconds": 60, "max_staleness_seconds": None}
+    assert doc["thresholds"] == {
+        "max_lag_seconds": 60,
+        "max_staleness_seconds": None,
+        "freshness_seconds": {"s1": None},
+    }
 
 
 # ---------------------------------------------------------------- progress
@@ -210,3 +214,36 @@ def test_the_listener_reports_batches_and_drains_until_every_query_ended():
     listener.onQueryTerminated(SimpleNamespace(id="q1"))
     assert listener.drain(timeout=0.05)
     assert listener.seen == {"bronze_s1": 1} and lines[0].startswith("bronze_s1: batch 0: 3 rows")
+
+
+# ---------------------------------------------------------------- one freshness setting
+
+
+def test_status_and_cdc_freshness_share_one_freshness_setting_and_default():
+    from pipelines.config import DEFAULT_FRESHNESS_TEXT, freshness_seconds
+    from pipelines.quality.checks import threshold_seconds
+    from pipelines.quality.rules import DEFAULT_FRESHNESS
+    from pipelines.status import _freshness
+
+    assert freshness_seconds() == DEFAULT_FRESHNESS.total_seconds() == freshness_seconds(DEFAULT_FRESHNESS_TEXT)
+    two = [*SOURCES, {"name": "s2", "format": "oms_default", "path": "/tmp/l2", "freshness": "10 minutes"}]
+    cfg = parse_config({"sources": two})
+    by_source = {s.name: s.freshness for s in cfg.sources}  # what dq check and a run's check pass
+    for name, seconds in (("s1", 3600.0), ("s2", 600.0)):
+        assert _freshness(cfg, name, cfg.status) == threshold_seconds(by_source, name) == seconds
+    assert _freshness(cfg, "replay_x", cfg.status) == threshold_seconds(by_source, "replay_x") == 3600.0
+    assert _freshness(cfg, "s2", StatusThresholds(max_staleness_seconds=5)) == 5.0  # one call's flag
+    # status.max_staleness_seconds (before the setting was shared): the freshness of each source without one
+    cfg = parse_config({"sources": two, "status": {"max_staleness_seconds": 120}})
+    assert [s.freshness for s in cfg.sources] == ["120 seconds", "10 minutes"]
+    assert _freshness(cfg, "s1", cfg.status) == 120.0
+
+
+def test_a_source_staler_than_its_freshness_breaches_by_default_and_names_its_mirrors():
+    status = _status(lag_seconds=0.0, staleness_seconds=4000.0, freshness_seconds=3600.0)
+    status.mirrors[0].sources = ["s1"]
+    assert breaches(status, StatusThresholds()) == [
+        "s1: last change or heartbeat 1h06m ago > its freshness 1h00m; its mirrors db.t"
+    ]
+    status.sources[0].freshness_seconds = 7200.0
+    assert breaches(status, StatusThresholds()) == []

@@ -1,0 +1,62 @@
+"""Without Spark: the Prometheus text of a status reading and of a run's batches, and the textfile a
+node-exporter collector reads (written whole, by rename)."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from pipelines.cli import build_parser
+from pipelines.config import StatusThresholds
+from pipelines.gold.batch import GoldStats, WrittenMirror
+from pipelines.gold.steps import StepCost
+from pipelines.metrics import MeteredGoldStats, RunMetrics, status_metrics, text
+from pipelines.status import MirrorStatus, SourceStatus, Status
+from pipelines.warehouse import TableRef
+
+
+def _samples(body: str) -> dict[tuple, float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+
+
+def test_a_status_reading_as_prometheus_gauges_per_mirror_and_source():
+    source = SourceStatus("s1", "oms_default", "kafka", pending=7, lag_seconds=12.5, staleness_seconds=30.0)
+    mirror = MirrorStatus("db.t", "/w/gold/db__t", 3, 1, "42", "t:0:1", None, 1, 2, None, pending=4)
+    mirror.staleness_seconds, mirror.freshness_seconds, mirror.stale = 4000.0, 3600.0, True
+    got = _samples(text(status_metrics(Status("now", "p.yaml", StatusThresholds(), [source], [mirror]))))
+    m = (("mirror", "db.t"),)
+    assert got[("lakecdc_mirror_rows", m)] == 3 and got[("lakecdc_mirror_changes_waiting", m)] == 4
+    assert got[("lakecdc_mirror_staleness_seconds", m)] == 4000 and got[("lakecdc_mirror_stale", m)] == 1
+    assert got[("lakecdc_mirror_changes_quarantined", (("mirror", "db.t"), ("stage", "gold")))] == 2
+    assert got[("lakecdc_source_lag_seconds", (("source", "s1"),))] == 12.5
+    assert got[("lakecdc_source_unread", (("source", "s1"),))] == 7
+    assert got[("lakecdc_status_ok", ())] == 1
+
+
+def test_each_batch_adds_to_the_counters_and_rewrites_the_textfile(tmp_path):
+    path = tmp_path / "lakecdc.prom"
+    stats = MeteredGoldStats(RunMetrics(str(path)))
+    mirror = WrittenMirror("db.t", TableRef(path="/w/gold/db__t"), '["db",null,"t"]', {"s1"})
+    for applied in (5, 2):
+        batch = GoldStats(applied=applied, stale=1, quarantined=1, changes=applied + 2, waiting=3)
+        batch.steps = {"write": StepCost(1.5, 4, 1)}
+        batch.written = {"k": mirror}
+        stats.add(batch)
+    assert stats.applied == 7  # still the runner's GoldStats
+    got = _samples(path.read_text())
+    assert got[("lakecdc_changes_applied_total", ())] == 7 and got[("lakecdc_changes_total", ())] == 11
+    assert got[("lakecdc_changes_stale_total", ())] == 2 and got[("lakecdc_changes_quarantined_total", ())] == 2
+    assert got[("lakecdc_gold_batches_total", ())] == 2 and got[("lakecdc_changes_waiting", ())] == 3
+    assert got[("lakecdc_gold_step_seconds_total", (("step", "write"),))] == 3.0
+    assert got[("lakecdc_gold_step_spark_jobs_total", (("step", "write"),))] == 8
+    assert got[("lakecdc_mirror_batches_written_total", (("mirror", "db.t"),))] == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["lakecdc.prom"]  # the temporary file was renamed over it
+
+
+def test_the_metrics_command_line():
+    args = build_parser().parse_args(["metrics", "--conf", "p.yaml", "--serve", "--port", "0"])
+    assert (args.serve, args.port, args.json) == (True, 0, False)
+    assert build_parser().parse_args(["metrics", "--conf", "p.yaml"]).port == 9464
