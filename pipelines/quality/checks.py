@@ -172,15 +172,26 @@ def freshness_frame(
     parts = []
     if "_event_time" in mirror_df.columns:
         src = F.col("_source") if "_source" in mirror_df.columns else F.lit(None).cast("string")
-        parts.append(mirror_df.select(src.alias("source"), F.col("_event_time").cast("timestamp").alias("t")))
+        parts.append(
+            mirror_df.select(
+                src.alias("source"), F.col("_event_time").cast("timestamp").alias("t"), F.lit(True).alias("own")
+            )
+        )
     if heartbeats_df is not None:
-        parts.append(heartbeats_df.select(F.col("source"), F.col("event_time").cast("timestamp").alias("t")))
+        parts.append(
+            heartbeats_df.select(
+                F.col("source"), F.col("event_time").cast("timestamp").alias("t"), F.lit(False).alias("own")
+            )
+        )
     if not parts:
         return None
     allp = parts[0]
     for p in parts[1:]:
         allp = allp.unionByName(p)
-    last = allp.where("t IS NOT NULL").groupBy("source").agg(F.max("t").alias("last_seen")).collect()
+    last = allp.groupBy("source").agg(F.max("t").alias("last_seen"), F.max("own").alias("own")).collect()
+    # a mirror is judged on its own sources: the heartbeats of a source none of its rows came from are not its own
+    own_only = "_source" in mirror_df.columns and "_event_time" in mirror_df.columns
+    last = [r for r in last if r["last_seen"] is not None and (r["own"] or not own_only)]
     if not last:
         log.info("quality: no event time or heartbeat to measure freshness")
         return None

@@ -164,6 +164,14 @@ def test_the_built_in_checks_through_conf_are_the_last_dq_run_status_shows(spark
     assert run_id.startswith("run-") and {r["table"] for r in run} == set(mirror_refs(spark, demo.wh))
     failed = sum(1 for r in run if not r["success"])
     assert code == (1 if failed else 0) and printed.startswith(f"{len(run)} built-in checks, {failed} failed")
+    # inventory.stock is judged on its own source: shop_oms's heartbeats are not its own
+    from pipelines.quality.checks import freshness_frame
+
+    stock = mirror_refs(spark, demo.wh)["inventory.stock"].read(spark)
+    heartbeats = demo.wh.silver("heartbeats").read(spark)
+    assert heartbeats.where("source = 'shop_oms'").count() > 0
+    frame = freshness_frame(spark, stock, heartbeats, "1 day", dt.datetime.now(dt.timezone.utc))
+    assert [r["source"] for r in frame.collect()] == ["inventory_canal"]
     after = {m.name: m.dq for m in collect_status(spark, demo.cfg).mirrors}
     assert {dq["run_id"] for dq in after.values()} == {run_id}
     # the run's per-batch expectations keep their own last result: a passing check run hides no failure
