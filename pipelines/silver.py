@@ -392,7 +392,8 @@ def start_silver(
     ensure_silver(spark, wh)
     checkpoint = silver_checkpoint(wh)
     app_id = f"lakecdc-silver-{run_id(checkpoint)}"
-    decoded = decode_frame(wh.bronze.read_stream(spark), cfg)
+    bounded = wh.bronze.read_stream(spark, maxBytesPerTrigger=str(cfg.batch_bytes))  # limits.batch_bytes
+    decoded = decode_frame(bounded, cfg)
     retried = may_be_retried(checkpoint)
     relay = open_relay(spark, checkpoint)
     if relay is not None:  # the batches run in a worker beside the server, on copies: pipelines.connect_relay

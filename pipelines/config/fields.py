@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipelines.config.model import (
+    DEFAULT_BATCH_BYTES,
     DEFAULT_GOLD_MAX_DELAY,
     DEFAULT_GOLD_MAX_PENDING,
     DEFAULT_GOLD_PARALLELISM,
     DEFAULT_INVALID_VALUE_POLICY,
+    DEFAULT_MAX_OFFSETS_PER_TRIGGER,
     DEFAULT_NEW_MIRRORS_PER_BATCH,
     DEFAULT_SCHEMA_POLICY,
     DEFAULT_TABLE_FEATURES,
@@ -230,7 +232,8 @@ NAMING = Section(
 
 LIMITS = Section(
     "limits",
-    "Bounds. A message past any of the first four is quarantined, not decoded; new tables past the last wait.",
+    "Bounds. A message past any of the first four is quarantined, not decoded; new tables past the fifth wait; "
+    "the last bounds a batch.",
     (
         Field("max_message_bytes", _LIMIT_TYPE, str(DEFAULT_MAX_MESSAGE_BYTES), "Bytes of one message."),
         Field("max_depth", _LIMIT_TYPE, str(DEFAULT_MAX_DEPTH), "Nesting depth of one JSON message."),
@@ -242,6 +245,13 @@ LIMITS = Section(
             str(DEFAULT_NEW_MIRRORS_PER_BATCH),
             "Mirrors gold creates in one batch; the changes of further new tables wait, durably, for the next "
             "batch (a run until caught up goes on until every one has its mirror).",
+        ),
+        Field(
+            "batch_bytes",
+            _LIMIT_TYPE,
+            str(DEFAULT_BATCH_BYTES),
+            "Bytes of Delta files one silver or gold micro-batch reads at most (Delta's `maxBytesPerTrigger`; a "
+            "batch reads at least one file): a backlog catches up in batches the driver holds.",
         ),
     ),
 )
@@ -329,8 +339,8 @@ KAFKA = Section(
         Field(
             "max_offsets_per_trigger",
             "positive integer",
-            "null",
-            "At most this many messages per micro-batch (null: no limit).",
+            str(DEFAULT_MAX_OFFSETS_PER_TRIGGER),
+            "At most this many messages per micro-batch: a backlog catches up in batches the driver holds.",
         ),
         Field(
             "fail_on_data_loss",
@@ -398,7 +408,7 @@ TABLE = Section(
         ),
         Field(
             "from",
-            "list of regular expressions over `db.table`",
+            "list of regular expressions (Python `re`) over `db.table`",
             "[]",
             "Every source table whose whole name matches feeds this one mirror (shards), its name in the column "
             "`_source_table`; a table matching two entries is refused (docs/row-options.md).",

@@ -25,6 +25,14 @@ from pipelines.selection import ColumnFilter, Selection, TableFilter
 #: Mirrors gold creates in one batch at most (``limits.new_mirrors_per_batch``): the changes of further new
 #: tables wait for the next batch (about 1 s per new mirror on 2 cores: docs/benchmark.md).
 DEFAULT_NEW_MIRRORS_PER_BATCH = 100
+#: Bytes of Delta files one silver or gold micro-batch reads at most (``limits.batch_bytes``: Delta's
+#: ``maxBytesPerTrigger``, soft: a batch reads at least one file). A backlog then arrives in batches a 3 GB
+#: driver holds, whatever its size, instead of as one batch that fails on every retry (issue 39: a batch of
+#: 2,000,000 changes ran out of heap). 32 MiB of silver changes is about 650,000 changes of the bench's six-column
+#: table (50 bytes a change in Parquet); a wider table's changes are fewer, and so is the memory they take.
+DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
+#: Messages one Kafka micro-batch reads at most (``sources[].kafka.max_offsets_per_trigger``) when none is set.
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 200_000
 
 #: What gold does with a DROP, RENAME, narrowing or retype (``schema_changes``; see pipelines.gold.schema).
 SCHEMA_POLICIES = ("fail", "quarantine", "evolve", "ignore")
@@ -67,7 +75,7 @@ class KafkaSource:
     topics: tuple[str, ...] = ()
     topic_pattern: str | None = None
     starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = DEFAULT_MAX_OFFSETS_PER_TRIGGER
     fail_on_data_loss: bool = True
     security: Mapping[str, str] = field(default_factory=dict)  # values may be ${ENV_VAR}
     options: Mapping[str, str] = field(default_factory=dict)  # extra kafka.* options
@@ -149,6 +157,7 @@ class PipelineConfig:
     max_width: int = DEFAULT_MAX_WIDTH  # elements of one JSON array / object in a message
     max_elements: int = DEFAULT_MAX_ELEMENTS  # elements of one message, all levels
     new_mirrors_per_batch: int = DEFAULT_NEW_MIRRORS_PER_BATCH  # more new tables wait for the next batch
+    batch_bytes: int = DEFAULT_BATCH_BYTES  # Delta bytes one silver / gold micro-batch reads at most
     default_table: str | None = None  # for formats whose messages name no table (DebeziumSmt)
     format_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     quality_checks: bool = True  # built-in CDC checks + Data Docs after each gold run

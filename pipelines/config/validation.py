@@ -14,10 +14,12 @@ from pipelines.config.checker import Checker
 from pipelines.config.fields import GOLD, KAFKA, LIMITS, SCHEMAS, SOURCE, STATUS, TABLE, TOP_LEVEL
 from pipelines.config.locations import location_errors
 from pipelines.config.model import (
+    DEFAULT_BATCH_BYTES,
     DEFAULT_GOLD_MAX_DELAY,
     DEFAULT_GOLD_MAX_PENDING,
     DEFAULT_GOLD_PARALLELISM,
     DEFAULT_INVALID_VALUE_POLICY,
+    DEFAULT_MAX_OFFSETS_PER_TRIGGER,
     DEFAULT_NEW_MIRRORS_PER_BATCH,
     DEFAULT_SCHEMA_POLICY,
     DEFAULT_TABLE_FEATURES,
@@ -52,6 +54,7 @@ _LIMITS = {
     "max_width": DEFAULT_MAX_WIDTH,
     "max_elements": DEFAULT_MAX_ELEMENTS,
     "new_mirrors_per_batch": DEFAULT_NEW_MIRRORS_PER_BATCH,
+    "batch_bytes": DEFAULT_BATCH_BYTES,
 }
 #: A Spark trigger interval: ``10 seconds``, ``1 minute 30 seconds``, ``interval 500 milliseconds``.
 _INTERVAL_RE = re.compile(
@@ -282,13 +285,14 @@ class _Validator(Checker):
         if bool(given) == bool(pattern):
             self.fail(where, "give exactly one of topics or topic_pattern")
         mopt = k.get("max_offsets_per_trigger")
-        mopt = None if mopt is None else self.positive_int(mopt, f"{where}.max_offsets_per_trigger")
+        if mopt is not None:
+            mopt = self.positive_int(mopt, f"{where}.max_offsets_per_trigger")
         return KafkaSource(
             bootstrap_servers=servers,
             topics=tuple(map(str, topics)),
             topic_pattern=pattern,
             starting_offsets=self.starting_offsets(k.get("starting_offsets", "earliest"), f"{where}.starting_offsets"),
-            max_offsets_per_trigger=mopt,
+            max_offsets_per_trigger=DEFAULT_MAX_OFFSETS_PER_TRIGGER if mopt is None else mopt,
             fail_on_data_loss=self.boolean(k.get("fail_on_data_loss", True), f"{where}.fail_on_data_loss", True),
             security=self.settings(k.get("security"), f"{where}.security"),
             options=self.settings(k.get("options"), f"{where}.options"),

@@ -120,7 +120,7 @@ def start_gold(
 
     writer = (
         wh.silver("changes")
-        .read_stream(spark)
+        .read_stream(spark, maxBytesPerTrigger=str(cfg.batch_bytes))  # limits.batch_bytes: a backlog in bounded batches
         .writeStream.queryName("gold_apply")
         .option("checkpointLocation", checkpoint)
         .foreachBatch(each_batch)

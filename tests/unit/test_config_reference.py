@@ -137,6 +137,7 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("limits", "max_width"): lambda c: c.max_width,
     ("limits", "max_elements"): lambda c: c.max_elements,
     ("limits", "new_mirrors_per_batch"): lambda c: c.new_mirrors_per_batch,
+    ("limits", "batch_bytes"): lambda c: c.batch_bytes,
     ("status", "max_lag_seconds"): lambda c: c.status.max_lag_seconds,
     ("status", "max_staleness_seconds"): lambda c: c.status.max_staleness_seconds,
     ("sources[]", "path"): lambda c: _source(c, "by_topics").path,
