@@ -300,16 +300,22 @@ def export_consistent(
     return out
 
 
-def status_lines(points: dict[str, Point]) -> list[str]:
+def status_points(spark: SparkSession, wh: Warehouse) -> list[dict]:
+    """Each source's consistent point as ``lakecdc status --json`` shows it (empty before the first)."""
+    return [p.to_json() for _s, p in sorted(read_points(spark, wh).items())]
+
+
+def status_lines(points: list[dict]) -> list[str]:
     """The consistent points as ``lakecdc status`` prints them."""
-    lines = []
-    for source, p in sorted(points.items()):
-        if p.recorded_at:
+    lines = ["consistent points (lakecdc export --as-of-consistent):"] if points else []
+    for p in points:
+        if p["recorded_at"]:
             lines.append(
-                f"  {source}: complete up to {p.complete_up_to}, {len(p.versions)} mirrors (recorded {p.recorded_at})"
+                f"  {p['source']}: complete up to {p['complete_up_to']}, {len(p['versions'])} mirrors "
+                f"(recorded {p['recorded_at']})"
             )
         else:
-            lines.append(f"  {source}: no consistent point yet")
-        if p.held_by:
-            lines.append(f"    next point held back by transaction {p.held_by}: {p.held_detail}")
+            lines.append(f"  {p['source']}: no consistent point yet")
+        if p["held_by"]:
+            lines.append(f"    next point held back by transaction {p['held_by']}: {p['held_detail']}")
     return lines
