@@ -66,9 +66,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("gold", ("pipelines.gold", "pipelines.gold.*")),
     (
         "orchestration",
-        ("pipelines.runner", "pipelines.export", "pipelines.status", "pipelines.progress", "pipelines.quarantine",
-         "pipelines.why", "pipelines.erase", "pipelines.consistent", "pipelines.status_mirrors",
-         "pipelines.metrics"),  # fmt: skip
+        (
+            "pipelines.runner",
+            "pipelines.export",
+            "pipelines.status",
+            "pipelines.progress",
+            "pipelines.quarantine",
+            "pipelines.why",
+            "pipelines.erase",
+            "pipelines.consistent",
+            "pipelines.status_mirrors",
+            "pipelines.metrics",
+        ),  # fmt: skip
     ),
     ("entry points", ("pipelines.cli", "pipelines.cli_commands", "pipelines.cli_commands.*")),
 )
