@@ -6,11 +6,16 @@ through a batch. Now the second run stops before it starts, and the message name
 holder (host, pid, run) and since when. With ``--wait`` it waits for the holder to finish instead.
 
 The lease is ``<checkpoints>/_lakecdc_run.lock``, created atomically (``O_EXCL``). It holds the JSON
-``{"host", "pid", "run", "since"}``. The holder touches it every :data:`BEAT_SECONDS` (its mtime is the
-heartbeat), so a holder that died does not block for ever. On the holder's host its pid is checked,
-and a dead pid frees the lease at once. From another host, a lease whose heartbeat is older than
-:data:`EXPIRY_SECONDS` is free. A free lease is taken over by renaming it away, and only one taker's
-rename succeeds.
+``{"host", "pid", "run", "since", "token"}`` (``token``: new at every acquisition). The holder touches it every
+:data:`BEAT_SECONDS` (its mtime is the heartbeat). A lease is free when no heartbeat came for
+:data:`EXPIRY_SECONDS`, whatever its pid (pids are reused: after a container restart the holder's pid may be a
+live process that is not it), and at once when its pid is dead on its own host.
+
+A free lease is taken over in one atomic step: the taker creates, with ``O_EXCL``, a claim named after the
+stale lease's token (``_lakecdc_run.lock.takeover.<token>``). Only one run can create that claim, so however
+long a run pauses between judging a lease stale and acting on it, it never takes over a lease another run
+took meanwhile: its claim fails, it reads the lease again and finds it held. The winner checks that the lease
+is still the one it judged and replaces it (write aside, ``os.replace``).
 
 Checkpoints on a path this process cannot open as a file (``s3://``, ``abfss://``) have no lease.
 The scheduler must keep such runs apart, and :func:`warehouse_lease` logs that it does not.
@@ -24,6 +29,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -39,6 +45,10 @@ BEAT_SECONDS = 10.0
 EXPIRY_SECONDS = 60.0
 #: How often a waiting run looks again.
 POLL_SECONDS = 2.0
+#: Tests only: seconds a run pauses between judging a lease stale and taking it over (forces the race).
+PAUSE_ENV = "LAKECDC_LEASE_TAKEOVER_PAUSE"
+#: Take-over claims older than this are swept (their leases were replaced long ago).
+CLAIM_SWEEP_SECONDS = 24 * 3600.0
 
 
 class WarehouseBusy(RuntimeError):
@@ -64,22 +74,26 @@ class Lease:
         self.me = {"host": socket.gethostname(), "pid": os.getpid(), "run": run}
 
     def holder(self) -> dict[str, Any] | None:
-        """Who holds the lease (its JSON, with ``beat``: its last heartbeat), None when nobody does."""
+        """Who holds the lease (its JSON, with ``beat``: its last heartbeat, and ``ident``: which lease file
+        this is), None when nobody does."""
         try:
-            text, beat = self.path.read_text(encoding="utf-8"), self.path.stat().st_mtime
+            text, st = self.path.read_text(encoding="utf-8"), self.path.stat()
         except FileNotFoundError:
             return None
         try:
             held = json.loads(text)
         except ValueError:  # being written this instant, or torn: its age still tells
             held = {}
-        return {**(held if isinstance(held, dict) else {}), "beat": beat}
+        held = held if isinstance(held, dict) else {}
+        ident = held.get("token") if isinstance(held.get("token"), str) else f"{st.st_ino}-{st.st_ctime_ns}"
+        return {**held, "beat": st.st_mtime, "ident": "".join(c for c in ident if c.isalnum() or c == "-")}
 
     def stale(self, held: dict[str, Any]) -> bool:
-        """The holder is gone: a dead pid on this host, or no heartbeat for ``expiry`` seconds."""
-        if held.get("host") == self.me["host"] and isinstance(held.get("pid"), int):
-            return not _alive(held["pid"])
-        return time.time() - held["beat"] > self.expiry
+        """The holder is gone: no heartbeat for ``expiry`` seconds (whether or not its pid is alive: pids are
+        reused), or a dead pid on this host."""
+        if time.time() - held["beat"] > self.expiry:
+            return True
+        return held.get("host") == self.me["host"] and isinstance(held.get("pid"), int) and not _alive(held["pid"])
 
     def try_acquire(self) -> dict[str, Any] | None:
         """Take the lease; None when taken, else the holder that keeps it."""
@@ -93,23 +107,48 @@ class Lease:
                     continue  # released this instant: try again
                 if not self.stale(held):
                     return held
-                self._break(held)
-                continue
-            since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                pause = float(os.environ.get(PAUSE_ENV) or 0)
+                if pause:  # tests only: say so beside the lease, then pause between the check and the act
+                    self.path.with_name(f"{LEASE_NAME}.paused").touch()
+                    time.sleep(pause)
+                if self._take_over(held):
+                    return None
+                continue  # another run took it over: read it again
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump({**self.me, "since": since}, out)
+                json.dump(self._record(), out)
             return None
         return self.holder() or {}
 
-    def _break(self, held: dict[str, Any]) -> None:
-        """Move a stale lease away (one taker's rename wins; the others find the file gone)."""
-        aside = self.path.with_name(f"{LEASE_NAME}.stale.{os.getpid()}")
+    def _record(self) -> dict[str, Any]:
+        since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {**self.me, "since": since, "token": uuid.uuid4().hex}
+
+    def _take_over(self, held: dict[str, Any]) -> bool:
+        """Take over the stale lease ``held``: True when this run now holds the warehouse. Only the run whose
+        ``O_EXCL`` claim on that lease's token succeeds may replace it (see the module docstring)."""
+        claim = self.path.with_name(f"{LEASE_NAME}.takeover.{held['ident']}")
         try:
-            os.rename(self.path, aside)
-        except FileNotFoundError:
-            return
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return False
+        now = self.holder()
+        if now is None or now["ident"] != held["ident"]:  # released, or replaced, since it was judged
+            return False
+        fresh = self.path.with_name(f"{LEASE_NAME}.new.{uuid.uuid4().hex}")
+        fresh.write_text(json.dumps(self._record()), encoding="utf-8")
+        os.replace(fresh, self.path)
         log.warning("lease of %s taken over from a run that is gone: %s", self.warehouse, _who(held))
-        aside.unlink(missing_ok=True)
+        self._sweep()
+        return True
+
+    def _sweep(self) -> None:
+        """Remove take-over claims a day old (their leases were replaced long since)."""
+        for old in self.path.parent.glob(f"{LEASE_NAME}.takeover.*"):
+            try:
+                if time.time() - old.stat().st_mtime > CLAIM_SWEEP_SECONDS:
+                    old.unlink()
+            except FileNotFoundError:
+                pass
 
     def mine(self) -> bool:
         held = self.holder()
@@ -129,7 +168,7 @@ class Lease:
         return WarehouseBusy(
             f"warehouse {self.warehouse} is held by another run: {_who(held)}. Nothing was done; run again when "
             f"it has finished, or pass --wait to wait for it. A holder that died frees the warehouse by itself "
-            f"(its pid on the same host, or {self.expiry:.0f} s without a heartbeat); the lease is {self.path}"
+            f"({self.expiry:.0f} s without a heartbeat, or its pid gone on the same host); the lease is {self.path}"
         )
 
 

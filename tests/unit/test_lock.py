@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lock import LEASE_NAME, Lease, WarehouseBusy, warehouse_lease
+from pipelines.lock import LEASE_NAME, PAUSE_ENV, Lease, WarehouseBusy, warehouse_lease
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,7 @@ HOLDER = textwrap.dedent(
 )
 
 
-def _start(directory: Path, wait: bool = False) -> subprocess.Popen:
+def _start(directory: Path, wait: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(directory), "wait" if wait else "no"],
         cwd=ROOT,
@@ -42,8 +42,18 @@ def _start(directory: Path, wait: bool = False) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
     )
+
+
+def _stale_lease(directory: Path, host: str, pid: int) -> Path:
+    """A lease file whose holder stopped heartbeating two hours ago."""
+    lease_file = directory / LEASE_NAME
+    lease_file.write_text(json.dumps({"host": host, "pid": pid, "run": "gone", "since": "2026-01-01T00:00:00Z",
+                                      "token": "old"}))  # fmt: skip
+    old = time.time() - 7200
+    os.utime(lease_file, (old, old))
+    return lease_file
 
 
 def _conf(tmp_path: Path) -> Path:
@@ -118,3 +128,27 @@ def test_a_lease_of_another_host_expires_without_a_heartbeat(tmp_path):
 def test_checkpoints_that_are_no_local_path_take_no_lease(tmp_path):
     with warehouse_lease("s3://bucket/ck", "wh", "me"):
         pass
+
+
+def test_a_take_over_has_one_winner_however_long_a_run_pauses_between_check_and_act(tmp_path):
+    """B judges the stale lease free and pauses; A takes the lease over meanwhile; B must then find it held
+    (before issue 40, B renamed A's fresh lease away and both held the warehouse)."""
+    _stale_lease(tmp_path, "elsewhere", 1)
+    paused = tmp_path / f"{LEASE_NAME}.paused"
+    b = _start(tmp_path, env={PAUSE_ENV: "3"})
+    deadline = time.monotonic() + 120
+    while not paused.exists() and b.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert paused.exists(), b.communicate("")[1]
+    with warehouse_lease(str(tmp_path), "wh", "run-a", expiry=60):  # A, while B pauses
+        out, err = b.communicate("")
+        assert Lease(tmp_path, "wh", "run-a").mine()
+    assert "held" not in out.split() and b.returncode != 0, (out, err)
+    assert "is held by another run" in err and "run run-a" in err
+
+
+def test_a_lease_without_a_heartbeat_is_free_even_when_its_pid_is_alive_again(tmp_path):
+    """pids are reused (a container restart): this test's own live pid on this host, no heartbeat for two hours."""
+    _stale_lease(tmp_path, socket.gethostname(), os.getpid())
+    out, err = _start(tmp_path).communicate("")
+    assert out.split() == ["held", "released"], err
