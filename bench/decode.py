@@ -63,14 +63,14 @@ def _say(msg: str) -> None:
     print(f"[bench] {msg}", flush=True)
 
 
-def _histories(pool: int, seed: int):
+def decode_histories(pool: int, seed: int):
     return {
         fmt: generate_history(fmt, seed, n_changes=pool, n_tables=4, composite_keys=False, db=f"bench_{fmt}")
         for fmt in FORMATS
     }
 
 
-def _bronze(spark, messages: dict[str, list[bytes]], count: int):
+def bronze_frame(spark, messages: dict[str, list[bytes]], count: int):
     """``count`` bronze rows per format, cycling through each format's ``messages``; cached and counted."""
     from pyspark.sql import functions as F
 
@@ -98,7 +98,7 @@ def _bronze(spark, messages: dict[str, list[bytes]], count: int):
     return rows, rows.count()
 
 
-def _methods(fmt: str, cfg):
+def decode_methods(fmt: str, cfg):
     from pyspark.sql import functions as F
 
     out = {"lakecdc": lambda df: decode_frame(df, cfg), "python_floor": python_floor}
@@ -167,7 +167,7 @@ def _top_level(schema: str) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in parsed.fields]
 
 
-def _noop(frame) -> float:
+def noop_seconds(frame) -> float:
     began = time.perf_counter()
     frame.write.format("noop").mode("overwrite").save()
     return time.perf_counter() - began
@@ -176,27 +176,27 @@ def _noop(frame) -> float:
 def run_decode(spark, work: Path, sizes: dict) -> dict:
     messages_per_format = sizes["messages"]
     pool = min(sizes["pool"], messages_per_format)
-    histories = _histories(pool, seed=11)
+    histories = decode_histories(pool, seed=11)
     doc = yaml.safe_load(
         pipeline_yaml_many(list(histories.values()), str(work / "warehouse"), {f: str(work / f) for f in FORMATS})
     )
     cfg = parse_config(doc, origin="bench-decode")
     cases = []
-    all_bronze, _ = _bronze(spark, {fmt: h.messages for fmt, h in histories.items()}, messages_per_format)
+    all_bronze, _ = bronze_frame(spark, {fmt: h.messages for fmt, h in histories.items()}, messages_per_format)
     warmed: set[str] = set()
     for fmt in FORMATS:
         messages = histories[fmt].messages
-        methods = _methods(fmt, cfg)
+        methods = decode_methods(fmt, cfg)
         bronze = all_bronze.where(f"format = '{fmt}'")
         for name, make in methods.items():  # once per method: Python workers up, code generated, classes loaded
             if name not in warmed:
                 warmed.add(name)
-                _noop(make(bronze.limit(2000)))
+                noop_seconds(make(bronze.limit(2000)))
         case = {"format": fmt, "messages": messages_per_format, "distinct_messages": len(messages)}
         case["avg_message_bytes"] = round(sum(map(len, messages)) / len(messages))
         n = messages_per_format
         for name, make in methods.items():
-            best = min(_noop(make(bronze)) for _ in range(sizes["repeat"]))
+            best = min(noop_seconds(make(bronze)) for _ in range(sizes["repeat"]))
             case[f"{name}_seconds"] = round(best, 3)
             case[f"{name}_msg_per_s"] = round(n / best) if best else None
         if "from_json_msg_per_s" in case:

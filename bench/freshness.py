@@ -21,7 +21,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.latency import TYPES, _percentile, _Producer, _round, continuous_config, stage_batches, start_continuous
+from bench.latency import TYPES, RateProducer, continuous_config, percentile, rounded, stage_batches, start_continuous
 from pipelines.formats import Change, DecodeContext, get_decoder
 from pipelines.warehouse import Warehouse
 
@@ -124,7 +124,7 @@ def run_freshness(spark, work: Path, sizes: dict, checks: bool) -> dict:
         runner, failure = start_continuous(spark, cfg, sizes["timeout"])
         _say(f"freshness: producing {len(records)} messages at {rate:g}/s for {sizes['seconds']} s "
              f"(1 hot table, {sizes['cold_tables']} cold ones, budget {budget:g} s) ...")  # fmt: skip
-        producer = _Producer(broker.bootstrap, topic, records, rate)
+        producer = RateProducer(broker.bootstrap, topic, records, rate)
         producer.start()
         producer.join()
         _say("freshness: produced; waiting for every cold table's budget to pass ...")
@@ -152,7 +152,7 @@ def run_freshness(spark, work: Path, sizes: dict, checks: bool) -> dict:
     cold_worst = {t: max(v) for t, v in cold.items()}
     cold_writes = [writes.get(f"fresh__{t}", 0) for t in cold]
     worst = max(cold_worst.values(), default=math.inf)
-    p99 = _percentile(hot, 0.99)
+    p99 = percentile(hot, 0.99)
     within = sum(1 for v in cold_worst.values() if v <= budget)
     shutil.rmtree(work, ignore_errors=True)
     verdict = math.isfinite(p99) and p99 <= 30.0 and within == sizes["cold_tables"] and min(cold_writes, default=0) >= 2
@@ -163,15 +163,15 @@ def run_freshness(spark, work: Path, sizes: dict, checks: bool) -> dict:
                 "delivered": len(producer.delivered),
                 "rate": rate,
                 "rate_achieved": round(len(producer.delivered) / producer.seconds, 1) if producer.seconds else None,
-                "hot_p50_seconds": _round(_percentile(hot, 0.5)),
-                "hot_p90_seconds": _round(_percentile(hot, 0.9)),
-                "hot_p99_seconds": _round(p99),
-                "hot_max_seconds": _round(max((x for x in hot if math.isfinite(x)), default=math.nan)),
+                "hot_p50_seconds": rounded(percentile(hot, 0.5)),
+                "hot_p90_seconds": rounded(percentile(hot, 0.9)),
+                "hot_p99_seconds": rounded(p99),
+                "hot_max_seconds": rounded(max((x for x in hot if math.isfinite(x)), default=math.nan)),
                 "hot_not_visible": sum(1 for x in hot if not math.isfinite(x)),
                 "cold_tables": len(cold),
                 "cold_within_budget": within,
-                "cold_worst_seconds": _round(worst),
-                "cold_median_worst_seconds": _round(sorted(cold_worst.values())[len(cold_worst) // 2])
+                "cold_worst_seconds": rounded(worst),
+                "cold_median_worst_seconds": rounded(sorted(cold_worst.values())[len(cold_worst) // 2])
                 if cold_worst
                 else None,
                 "cold_writes_min": min(cold_writes, default=0),
@@ -183,11 +183,11 @@ def run_freshness(spark, work: Path, sizes: dict, checks: bool) -> dict:
         "figures": [
             {
                 "name": f"hot table p99, {sizes['hot_rate']:g} changes/s",
-                "value": _round(p99),
+                "value": rounded(p99),
                 "unit": "s",
                 "compare_name": "target",
                 "compare_value": 30.0,
-                "ratio": _round(p99 / 30.0) if math.isfinite(p99) else None,
+                "ratio": rounded(p99 / 30.0) if math.isfinite(p99) else None,
                 "ratio_meaning": "p99 / 30 s",
             },
             {
@@ -195,8 +195,8 @@ def run_freshness(spark, work: Path, sizes: dict, checks: bool) -> dict:
                 "value": within,
                 "unit": "",
                 "compare_name": f"worst cold latency, s (budget {budget:g} s)",
-                "compare_value": _round(worst),
-                "ratio": _round(worst / budget) if math.isfinite(worst) else None,
+                "compare_value": rounded(worst),
+                "ratio": rounded(worst / budget) if math.isfinite(worst) else None,
                 "ratio_meaning": "worst cold latency / budget",
             },
             {
@@ -209,7 +209,7 @@ def run_freshness(spark, work: Path, sizes: dict, checks: bool) -> dict:
                 "ratio_meaning": "",
             },
         ],
-        "ratio": _round(p99 / 30.0) if math.isfinite(p99) else None,
+        "ratio": rounded(p99 / 30.0) if math.isfinite(p99) else None,
         "target": {"text": "hot p99 ≤ 30 s; every cold table within its budget, merged ≥ 2 times", "max_seconds": 30.0},
         "verdict": "PASS" if verdict else "FAIL",
     }

@@ -64,7 +64,7 @@ def messages(n: int, tables: int = 4) -> list[tuple[bytes, bytes]]:
     return out
 
 
-class _Producer(threading.Thread):
+class RateProducer(threading.Thread):
     """Sends ``records`` at ``rate`` per second in 50 ms slices; keeps (partition, offset, ts ms) of each."""
 
     def __init__(self, bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], rate: float) -> None:
@@ -114,7 +114,7 @@ class _Producer(threading.Thread):
         self.seconds = time.monotonic() - began
 
 
-def _visible(spark, wh: Warehouse, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+def visible_offsets(spark, wh: Warehouse, topic: str) -> dict[int, tuple[list[int], list[int]]]:
     """Per partition: offsets written to a mirror (sorted) and, aligned, the earliest commit (ms) at or after each."""
     from pyspark.sql import functions as F
 
@@ -166,7 +166,7 @@ def visibility(written) -> dict[int, tuple[list[int], list[int]]]:
     return out
 
 
-def _caught_up(spark, wh: Warehouse, topic: str, last: dict[int, int]) -> bool:
+def mirrors_caught_up(spark, wh: Warehouse, topic: str, last: dict[int, int]) -> bool:
     """Every partition's last produced message is in a mirror (its key's row holds it or a later one)."""
     from pyspark.sql import functions as F
 
@@ -193,7 +193,7 @@ def _caught_up(spark, wh: Warehouse, topic: str, last: dict[int, int]) -> bool:
     return all(seen.get(p, -1) >= o for p, o in last.items())
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
+def percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return math.nan
     i = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
@@ -210,9 +210,9 @@ def stage_batches(queries) -> dict[str, dict]:
         out[q.name or str(q.id)] = {
             "batches": len(busy),
             "rows": sum(int(p["numInputRows"]) for p in busy),
-            "median_seconds": _round(seconds[len(seconds) // 2]) if seconds else None,
-            "max_seconds": _round(seconds[-1]) if seconds else None,
-            "sum_seconds": _round(sum(seconds)),
+            "median_seconds": rounded(seconds[len(seconds) // 2]) if seconds else None,
+            "max_seconds": rounded(seconds[-1]) if seconds else None,
+            "sum_seconds": rounded(sum(seconds)),
         }
     return out
 
@@ -305,20 +305,20 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
         wh = Warehouse.from_config(cfg)
         runner, failure = start_continuous(spark, cfg, sizes["timeout"])
         _say(f"latency: producing {len(records)} messages at {rate}/s ...")
-        producer = _Producer(broker.bootstrap, topic, records, rate)
+        producer = RateProducer(broker.bootstrap, topic, records, rate)
         producer.start()
         producer.join()
         produced_at = time.monotonic()
         last = last_offsets(producer.delivered)
-        drain(spark, runner.is_alive, lambda: _caught_up(spark, wh, topic, last), sizes["drain"], every=5)
+        drain(spark, runner.is_alive, lambda: mirrors_caught_up(spark, wh, topic, last), sizes["drain"], every=5)
         drained = time.monotonic() - produced_at
         stages = stop_continuous(spark, runner, failure)
-        visible = _visible(spark, wh, topic)
+        visible = visible_offsets(spark, wh, topic)
     finally:
         broker.stop()
     latencies = latencies_of(producer.delivered, visible)
     missing = sum(1 for x in latencies if not math.isfinite(x))
-    p50, p99 = _percentile(latencies, 0.50), _percentile(latencies, 0.99)
+    p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
     achieved = len(producer.delivered) / producer.seconds if producer.seconds else None
     finite = [x for x in latencies if math.isfinite(x)]
     shutil.rmtree(work, ignore_errors=True)
@@ -333,10 +333,10 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
                 "not_visible": missing,
                 "drain_seconds": round(drained, 1),
                 "trigger": sizes["trigger"],
-                "p50_seconds": _round(p50),
-                "p90_seconds": _round(_percentile(latencies, 0.90)),
-                "p99_seconds": _round(p99),
-                "max_seconds": _round(max(finite)) if finite else None,
+                "p50_seconds": rounded(p50),
+                "p90_seconds": rounded(percentile(latencies, 0.90)),
+                "p99_seconds": rounded(p99),
+                "max_seconds": rounded(max(finite)) if finite else None,
                 "histogram": _histogram(finite),
                 "stage_batches": stages,
             }
@@ -344,7 +344,7 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
         "figures": [
             {
                 "name": f"latency p50 at {round(achieved or 0)} msg/s",
-                "value": _round(p50),
+                "value": rounded(p50),
                 "unit": "s",
                 "compare_name": "trigger interval",
                 "compare_value": _trigger_seconds(sizes["trigger"]),
@@ -353,15 +353,15 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
             },
             {
                 "name": f"latency p99 at {round(achieved or 0)} msg/s",
-                "value": _round(p99),
+                "value": rounded(p99),
                 "unit": "s",
                 "compare_name": "target",
                 "compare_value": 15.0,
-                "ratio": _round(p99 / 15.0) if math.isfinite(p99) else None,
+                "ratio": rounded(p99 / 15.0) if math.isfinite(p99) else None,
                 "ratio_meaning": "p99 / 15 s",
             },
         ],
-        "ratio": _round(p99 / 15.0) if math.isfinite(p99) else None,
+        "ratio": rounded(p99 / 15.0) if math.isfinite(p99) else None,
         "target": {"text": "p99 < 15 s at 2,000 msg/s", "max_seconds": 15.0, "rate": 2000},
         "verdict": "PASS" if math.isfinite(p99) and p99 < 15.0 else "FAIL",
     }
@@ -369,7 +369,7 @@ def run_latency(spark, work: Path, sizes: dict, checks: bool) -> dict:
 
 def latencies_of(delivered: list[tuple[int, int, int]], visible: dict[int, tuple[list[int], list[int]]]) -> list[float]:
     """Seconds from each delivered (partition, offset, produce ms) to the first commit that made it or a later
-    offset of its partition visible (``visible``: as :func:`_visible` returns it), sorted; never visible: inf."""
+    offset of its partition visible (``visible``: as :func:`visible_offsets` returns it), sorted; never visible: inf."""
     out = []
     for p, o, ts in delivered:
         offsets, first = visible.get(p, ([], []))
@@ -378,7 +378,7 @@ def latencies_of(delivered: list[tuple[int, int, int]], visible: dict[int, tuple
     return sorted(out)
 
 
-def _round(x: float) -> float | None:
+def rounded(x: float) -> float | None:
     return round(x, 2) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 

@@ -29,7 +29,7 @@ import re
 
 import yaml
 
-from bench.decode import _bronze, _histories, _methods, _noop
+from bench.decode import bronze_frame, decode_histories, decode_methods, noop_seconds
 from pipelines.config import parse_config
 from pipelines.silver import decode_frame
 from pipelines.spark import get_spark
@@ -235,17 +235,17 @@ def main() -> None:
     args = parser.parse_args()
     spark = get_spark("native-decode-probe")
     fmt = "oms_canal"
-    history = _histories(args.pool, seed=11)[fmt]
+    history = decode_histories(args.pool, seed=11)[fmt]
     doc = yaml.safe_load(pipeline_yaml_many([history], "/tmp/native-probe-wh", {fmt: "/tmp/native-probe-none"}))
     cfg = parse_config(doc, origin="native-probe")
-    pool_bronze, _ = _bronze(spark, {fmt: history.messages}, len(history.messages))
+    pool_bronze, _ = bronze_frame(spark, {fmt: history.messages}, len(history.messages))
     print(json.dumps({"agreement, lambdas": agreement(spark, pool_bronze, cfg)}), flush=True)
     print(json.dumps({"agreement, generated": agreement(spark, pool_bronze, cfg, generated=True)}), flush=True)
     pool_bronze.unpersist()
 
-    bronze, n = _bronze(spark, {fmt: history.messages}, args.messages)
+    bronze, n = bronze_frame(spark, {fmt: history.messages}, args.messages)
     configured, columns = configured_of(bronze, cfg), column_families(bronze)
-    section = _methods(fmt, cfg)  # the decode section's own: bare from_json, decode_frame
+    section = decode_methods(fmt, cfg)  # the decode section's own: bare from_json, decode_frame
     methods = {
         "from_json": section["from_json"],
         "native_sql": lambda df: native_canal(df, configured),
@@ -255,8 +255,8 @@ def main() -> None:
     }
     rates = {}
     for name, make in methods.items():
-        _noop(make(bronze.limit(2000)))  # warm: classes, code, Python workers
-        best = min(_noop(make(bronze)) for _ in range(args.repeat))
+        noop_seconds(make(bronze.limit(2000)))  # warm: classes, code, Python workers
+        best = min(noop_seconds(make(bronze)) for _ in range(args.repeat))
         rates[name] = round(n / best)
     rates["native_vs_from_json"] = round(rates["native_sql"] / rates["from_json"], 3)
     rates["native_generated_vs_from_json"] = round(rates["native_sql_generated"] / rates["from_json"], 3)

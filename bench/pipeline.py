@@ -14,7 +14,7 @@ Two measures, both pipelines in the same run:
   stage, as ``lakecdc run --once`` does; lakecdc with its checks), wall seconds; the ratio whole/hand-written;
 * latency at ``rate`` msg/s for ``seconds``, each pipeline continuous (trigger ``trigger``) on its own topic,
   one after the other: produce → visible in a target table. lakecdc: the mirrors' change data feed
-  (:func:`bench.latency._visible`); the hand-written job: the time of each MERGE batch's end and the newest
+  (:func:`bench.latency.visible_offsets`); the hand-written job: the time of each MERGE batch's end and the newest
   offset per partition it merged. A message never visible counts as infinitely late.
 """
 
@@ -26,20 +26,20 @@ import time
 from pathlib import Path
 
 from bench.latency import (
-    _caught_up,
-    _percentile,
-    _Producer,
-    _round,
-    _visible,
+    RateProducer,
     continuous_config,
     drain,
     last_offsets,
     latencies_of,
     messages,
+    mirrors_caught_up,
+    percentile,
+    rounded,
     stage_batches,
     start_continuous,
     stop_continuous,
     visibility,
+    visible_offsets,
 )
 from pipelines.runner import run_pipeline
 from pipelines.warehouse import Warehouse
@@ -131,7 +131,7 @@ class HandWritten:
 
 
 def _produce_all(bootstrap: str, topic: str, records) -> None:
-    producer = _Producer(bootstrap, topic, records, rate=1e9)
+    producer = RateProducer(bootstrap, topic, records, rate=1e9)
     producer.run()
     if producer.errors or len(producer.delivered) != len(records):
         raise RuntimeError(f"producing the catch-up traffic failed: {producer.errors[:3]}")
@@ -161,10 +161,10 @@ def _latency_summary(delivered, visible, producer_seconds: float, stages: dict) 
         "delivered": len(delivered),
         "rate_achieved": round(len(delivered) / producer_seconds, 1) if producer_seconds else None,
         "not_visible": len(latencies) - len(finite),
-        "p50_seconds": _round(_percentile(latencies, 0.50)),
-        "p99_seconds": _round(_percentile(latencies, 0.99)),
-        "p99": _percentile(latencies, 0.99),
-        "max_seconds": _round(max(finite)) if finite else None,
+        "p50_seconds": rounded(percentile(latencies, 0.50)),
+        "p99_seconds": rounded(percentile(latencies, 0.99)),
+        "p99": percentile(latencies, 0.99),
+        "max_seconds": rounded(max(finite)) if finite else None,
         "stage_batches": stages,
     }
 
@@ -175,7 +175,7 @@ def latency_hand(spark, work: Path, broker, records, sizes: dict) -> dict:
     job = HandWritten(spark, work / "hand-latency", broker.bootstrap, topic)
     queries = job.start(available_now=False, trigger=sizes["trigger"])
     time.sleep(5)  # the first, empty triggers
-    producer = _Producer(broker.bootstrap, topic, records, sizes["rate"])
+    producer = RateProducer(broker.bootstrap, topic, records, sizes["rate"])
     producer.run()
     last = last_offsets(producer.delivered)
 
@@ -195,12 +195,12 @@ def latency_whole(spark, work: Path, broker, records, sizes: dict, checks: bool)
     cfg = continuous_config(work / "whole-latency", broker.bootstrap, topic, "whole", checks, sizes["trigger"])
     wh = Warehouse.from_config(cfg)
     runner, failure = start_continuous(spark, cfg, sizes["timeout"])
-    producer = _Producer(broker.bootstrap, topic, records, sizes["rate"])
+    producer = RateProducer(broker.bootstrap, topic, records, sizes["rate"])
     producer.run()
     last = last_offsets(producer.delivered)
-    drain(spark, runner.is_alive, lambda: _caught_up(spark, wh, topic, last), sizes["drain"])
+    drain(spark, runner.is_alive, lambda: mirrors_caught_up(spark, wh, topic, last), sizes["drain"])
     stages = stop_continuous(spark, runner, failure)
-    return _latency_summary(producer.delivered, _visible(spark, wh, topic), producer.seconds, stages)
+    return _latency_summary(producer.delivered, visible_offsets(spark, wh, topic), producer.seconds, stages)
 
 
 def run_pipeline_section(spark, work: Path, sizes: dict, checks: bool) -> dict:
@@ -246,7 +246,7 @@ def _figures(sizes: dict, caught: dict, hand: dict, whole: dict) -> dict:
                 "unit": "s",
                 "compare_name": "hand-written three streams",
                 "compare_value": caught["hand_seconds"],
-                "ratio": _round(catch_ratio) if catch_ratio else None,
+                "ratio": rounded(catch_ratio) if catch_ratio else None,
                 "ratio_meaning": "whole / hand-written",
             },
             {
@@ -255,7 +255,7 @@ def _figures(sizes: dict, caught: dict, hand: dict, whole: dict) -> dict:
                 "unit": "s",
                 "compare_name": "hand-written p99",
                 "compare_value": hand["p99_seconds"],
-                "ratio": _round(p99_ratio) if p99_ratio else None,
+                "ratio": rounded(p99_ratio) if p99_ratio else None,
                 "ratio_meaning": "whole / hand-written",
             },
             {
@@ -268,7 +268,7 @@ def _figures(sizes: dict, caught: dict, hand: dict, whole: dict) -> dict:
                 "ratio_meaning": "",
             },
         ],
-        "ratio": _round(catch_ratio) if catch_ratio else None,
+        "ratio": rounded(catch_ratio) if catch_ratio else None,
         "target": {
             "text": "catch-up ≤ 2.0× hand-written; p99 ≤ 15 s and ≤ 2× hand-written at 200 msg/s",
             "max": 2.0,

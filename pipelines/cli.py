@@ -21,16 +21,13 @@ from pipelines.cli_commands.formats import cmd_decode, cmd_formats
 from pipelines.cli_commands.lineage import cmd_erase, cmd_why
 from pipelines.cli_commands.maintain import DEFAULT_RETAIN_HOURS, cmd_maintain
 from pipelines.cli_commands.metrics import cmd_metrics
-from pipelines.cli_commands.pipeline import (  # noqa: F401 - _with_locations: tests use it from here
-    _with_locations,
+from pipelines.cli_commands.pipeline import (
     cmd_export,
-    cmd_rebuild,
     cmd_replay,
     cmd_run,
     cmd_status,
 )
 from pipelines.cli_commands.quarantine import cmd_quarantine, cmd_rebuild_some
-from pipelines.cli_commands.shared import _reporter  # noqa: F401 - tests use it from here
 from pipelines.formats import ALL_FORMAT_IDS
 
 log = logging.getLogger("lakecdc")

@@ -18,8 +18,8 @@ from pipelines.errors import ConfigError
 from pipelines.mirror_names import check_mirror_names, existing_mirrors
 from pipelines.quality.sql_rules import (
     SqlRuleError,
-    _first_line,
-    _probe,
+    empty_frame,
+    first_line,
     parse_expression,
     referenced_columns,
     validate_sql_rules,
@@ -58,7 +58,7 @@ def row_expression_errors(spark: SparkSession, cfg: PipelineConfig) -> list[str]
     for name, tc in cfg.tables.items():
         exprs = [(f"tables.{name}.where", tc.where, True)] if tc.where else []
         exprs += [(f"tables.{name}.computed.{c}", text, False) for c, text in getattr(tc, "computed", {}).items()]
-        frame = _probe(spark, {c: spark_type(t) for c, t in tc.columns.items()}) if exprs and tc.columns else None
+        frame = empty_frame(spark, {c: spark_type(t) for c, t in tc.columns.items()}) if exprs and tc.columns else None
         for where, text, boolean in exprs:
             try:
                 if frame is None:
@@ -70,5 +70,5 @@ def row_expression_errors(spark: SparkSession, cfg: PipelineConfig) -> list[str]
             except SqlRuleError as exc:
                 errors.append(f"{cfg.origin}: {where} {text!r}: {exc}")
             except Exception as exc:  # noqa: BLE001 - Spark's parse and analysis errors
-                errors.append(f"{cfg.origin}: {where} {text!r}: {_first_line(exc)}")
+                errors.append(f"{cfg.origin}: {where} {text!r}: {first_line(exc)}")
     return errors

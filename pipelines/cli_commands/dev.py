@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipelines.cli_commands.shared import _progress, _reporter
+from pipelines.cli_commands.shared import batch_reporter, progress_line
 
 
 def _dev_tools_present(command: str) -> bool:
@@ -32,7 +32,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     workdir = Path(args.dir) if args.dir else build_dir() / "lakecdc-demo"
     if args.master:
         get_spark("lakecdc-demo", master=args.master)  # run_demo goes on with this active session
-    return run_demo(workdir, changes=args.changes, seed=args.seed, progress=_progress, kafka=args.kafka)
+    return run_demo(workdir, changes=args.changes, seed=args.seed, progress=progress_line, kafka=args.kafka)
 
 
 def cmd_soak(args: argparse.Namespace) -> int:
@@ -40,7 +40,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
         return 2
     from pipelines.testing.simulator import soak
 
-    report = soak(args.format, args.changes, args.seed, progress=_progress)
+    report = soak(args.format, args.changes, args.seed, progress=progress_line)
     print(report.summary())
     return 0 if report.ok and not report.truth_mismatches else 1
 
@@ -69,7 +69,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         key = ",".join(str(row.get(k)) for k in change.key_columns)
         records.append((f"{change.db}.{change.table}:{key}".encode(), raw))
     began, sent, batch = time.monotonic(), 0, max(1, int(args.rate or min(len(records), 1000)))
-    report = _reporter()
+    report = batch_reporter()
     for number, start in enumerate(range(0, len(records), batch)):
         sent += produce(bootstrap, args.topic, records[start : start + batch])
         rate = sent / max(time.monotonic() - began, 1e-6)
@@ -94,10 +94,10 @@ def cmd_kafka(args: argparse.Namespace) -> int:
     if args.action == "up":
         broker = LocalBroker(data_dir=args.data_dir, port=args.port, fresh=args.fresh).start(detach=True)
         print(broker.bootstrap)
-        _progress(f"broker running (pid {broker.pid}); stop it with: lakecdc kafka down")
+        progress_line(f"broker running (pid {broker.pid}); stop it with: lakecdc kafka down")
     elif args.action == "down":
         stopped = LocalBroker.down(args.data_dir)
-        _progress("broker stopped" if stopped else "no broker was running")
+        progress_line("broker stopped" if stopped else "no broker was running")
     else:
         state = LocalBroker.status(args.data_dir)
         print(json.dumps(state, default=str))

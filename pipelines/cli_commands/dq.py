@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from pipelines.cli_commands.shared import _target_warehouse
+from pipelines.cli_commands.shared import target_warehouse
 
 #: The window of ``dq report`` when none is given.
 DEFAULT_WINDOW = "1 day"
@@ -36,7 +36,7 @@ def cmd_dq(args: argparse.Namespace) -> int:
         print("lakecdc: error: --table and --rules go with `check` (and --table with `certified`)", file=sys.stderr)
         return 2
     window = _window(getattr(args, "since", None)) if args.action == "report" else None
-    wh, cfg = _target_warehouse(args)
+    wh, cfg = target_warehouse(args)
     spark = get_spark("lakecdc-dq", master=args.master)
     if args.action == "check":
         from pipelines.runner import RunSummary, check_every_mirror

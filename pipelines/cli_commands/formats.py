@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from pipelines.cli_commands.shared import _context_config
+from pipelines.cli_commands.shared import context_config
 from pipelines.formats import ALL_FORMAT_IDS
 
 
@@ -21,7 +21,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         line = {"quarantine": {"line": number, "reason": quarantine_reason(reason)}}
         return json.dumps(line, ensure_ascii=ascii_only) + "\n"
 
-    cfg = _context_config(args, args.format)
+    cfg = context_config(args, args.format)
     ctx = cfg.decode_context(args.format)
     decoder = get_decoder(args.format)
     stream = open(args.input, "rb") if args.input else sys.stdin.buffer

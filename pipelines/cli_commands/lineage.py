@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from pipelines.cli_commands.shared import _holding, _progress, _target_warehouse
+from pipelines.cli_commands.shared import holding_warehouse, progress_line, target_warehouse
 
 
 def cmd_why(args: argparse.Namespace) -> int:
@@ -14,7 +14,7 @@ def cmd_why(args: argparse.Namespace) -> int:
     from pipelines.why import explain_key, parse_key, render
 
     values = parse_key(args.key)
-    wh, cfg = _target_warehouse(args)
+    wh, cfg = target_warehouse(args)
     spark = get_spark("lakecdc-why", master=args.master)
     report = explain_key(spark, wh, cfg, args.table, values)
     print(json.dumps(report.to_json(), ensure_ascii=False, indent=2, default=str) if args.json else render(report))
@@ -29,7 +29,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
     from pipelines.why import parse_key
 
     values = parse_key(args.key)
-    wh, cfg = _target_warehouse(args)
+    wh, cfg = target_warehouse(args)
     spark = get_spark("lakecdc-erase", master=args.master)
     plan = plan_erase(spark, wh, cfg, args.table, values)
     if not args.yes:
@@ -41,7 +41,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
         print(json.dumps(plan.to_json(), ensure_ascii=False, indent=2) if args.json else render_plan(plan))
         return 1
     requester = args.requested_by or getpass.getuser()
-    with _holding(cfg, "erase", args.wait):
-        result = erase_key(spark, wh, plan, requester, args.reason, progress=_progress)
+    with holding_warehouse(cfg, "erase", args.wait):
+        result = erase_key(spark, wh, plan, requester, args.reason, progress=progress_line)
     print(json.dumps(result, ensure_ascii=False, indent=2, default=str) if args.json else render_result(result))
     return 0

@@ -67,12 +67,12 @@ def compact_state(spark: SparkSession, wh: Warehouse) -> int | None:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    from pipelines.cli_commands.pipeline import _with_locations
+    from pipelines.cli_commands.pipeline import with_locations
     from pipelines.config import load_config
     from pipelines.spark import get_spark
     from pipelines.warehouse import Warehouse
 
-    cfg = _with_locations(load_config(args.conf), args)
+    cfg = with_locations(load_config(args.conf), args)
     wh = Warehouse.from_config(cfg)
     spark = get_spark("lakecdc-maintain", master=args.master)
     tables = maintained_tables(spark, wh)

@@ -17,12 +17,12 @@ def _reading(spark, cfg):
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from pipelines.cli_commands.pipeline import _with_locations
+    from pipelines.cli_commands.pipeline import with_locations
     from pipelines.config import load_config
     from pipelines.metrics import text
     from pipelines.spark import get_spark
 
-    cfg = _with_locations(load_config(args.conf), args)
+    cfg = with_locations(load_config(args.conf), args)
     spark = get_spark("lakecdc-metrics", master=args.master)
     if not args.serve:
         status, registry = _reading(spark, cfg)
@@ -51,7 +51,7 @@ def _serve(spark, cfg, port: int) -> int:
 
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    from pipelines.cli_commands.shared import _progress
+    from pipelines.cli_commands.shared import progress_line
     from pipelines.metrics import text
 
     lock = threading.Lock()
@@ -77,7 +77,7 @@ def _serve(spark, cfg, port: int) -> int:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    _progress(f"serving metrics on http://127.0.0.1:{server.server_address[1]}/metrics; Ctrl-C stops")
+    progress_line(f"serving metrics on http://127.0.0.1:{server.server_address[1]}/metrics; Ctrl-C stops")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -5,22 +5,32 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pipelines.cli_commands.shared import _batch_progress, _context_config, _holding, _progress, _target_warehouse
+from pipelines.cli_commands.shared import (
+    context_config,
+    holding_warehouse,
+    progress_line,
+    reporting_batches,
+    target_warehouse,
+)
+
+if TYPE_CHECKING:
+    from pipelines.config import PipelineConfig
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from pipelines.config import STAGES, load_config
     from pipelines.spark import get_spark
 
-    cfg = _with_locations(load_config(args.conf), args)
+    cfg = with_locations(load_config(args.conf), args)
     stages = STAGES if args.stage == "all" else (args.stage,)
     available_now = args.once or cfg.trigger == "available_now"
-    with _holding(cfg, "run", args.wait):
+    with holding_warehouse(cfg, "run", args.wait):
         spark = get_spark("lakecdc-run", master=args.master)
         from pipelines.runner import run_pipeline
 
-        with _batch_progress(spark, enabled=available_now) as progress:
+        with reporting_batches(spark, enabled=available_now) as progress:
             summary = run_pipeline(spark, cfg, stages, available_now, progress=progress)
     skipped = f", {summary.skipped} of tables left out (include/exclude)" if summary.skipped else ""
     print(  # the result: stdout (progress went to stderr)
@@ -30,7 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_locations(cfg, args):
+def with_locations(cfg: PipelineConfig, args: argparse.Namespace) -> PipelineConfig:
     """``cfg`` with ``--catalog``/``--schema``/``--checkpoints`` over its own: one file serves every target
     of the Databricks bundle, and each target's tables and checkpoints stay its own."""
     from dataclasses import replace
@@ -48,7 +58,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from pipelines.spark import get_spark
     from pipelines.status import collect_status, render
 
-    cfg = _with_locations(load_config(args.conf), args)
+    cfg = with_locations(load_config(args.conf), args)
     flags = ("max_lag_seconds", "max_staleness_seconds")
     thresholds = replace(cfg.status, **{n: v for n in flags if (v := getattr(args, n)) is not None})
     spark = get_spark("lakecdc-status", master=args.master)
@@ -63,14 +73,14 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     from pipelines.spark import get_spark
     from pipelines.warehouse import Warehouse
 
-    cfg = _with_locations(load_config(args.conf), args)
+    cfg = with_locations(load_config(args.conf), args)
     spark = get_spark("lakecdc-rebuild", master=args.master)
     if not args.yes:
         for item in Warehouse.from_config(cfg).derived(spark):
             print(f"would drop {item}")
         print("nothing dropped: add --yes to rebuild silver and gold from bronze")
         return 1
-    with _holding(cfg, "rebuild", args.wait), _batch_progress(spark) as progress:
+    with holding_warehouse(cfg, "rebuild", args.wait), reporting_batches(spark) as progress:
         summary = rebuild(spark, cfg, progress=progress)
     print(  # the result: stdout (progress went to stderr)
         f"rebuilt {', '.join(summary.stages)} from bronze: {summary.applied} changes applied, {summary.stale} "
@@ -95,19 +105,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--input {src}: no such file")
     warehouse = Path(args.warehouse).resolve()
     landing = warehouse / "_landing" / f"replay_{args.format}"
-    cfg = _context_config(args, args.format)  # the file's sources: the replayed one keeps its options
+    cfg = context_config(args, args.format)  # the file's sources: the replayed one keeps its options
     source = replay_source(cfg, args.format, str(landing), getattr(args, "source", None))
     cfg = replace(cfg, sources=(source,), warehouse=str(warehouse))
     landing.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
     target = landing / f"{src.stem}-{digest}.jsonl"
     if target.exists():
-        _progress(f"{src} was landed before as {target.name}: nothing new to apply")
+        progress_line(f"{src} was landed before as {target.name}: nothing new to apply")
     else:
         shutil.copyfile(src, target)
-    with _holding(cfg, "replay", args.wait):
+    with holding_warehouse(cfg, "replay", args.wait):
         spark = get_spark("lakecdc-replay", master=args.master)
-        with _batch_progress(spark) as progress:
+        with reporting_batches(spark) as progress:
             summary = run_pipeline(spark, cfg, available_now=True, progress=progress)
         counts = reconcile(spark, Warehouse.from_config(cfg))
     print(
@@ -125,7 +135,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pipelines.export import export_warehouse
     from pipelines.spark import get_spark
 
-    wh, _cfg = _target_warehouse(args)
+    wh, _cfg = target_warehouse(args)
     spark = get_spark("lakecdc-export", master=args.master)
     if getattr(args, "as_of_consistent", False):
         from pipelines.consistent import export_consistent

@@ -7,21 +7,21 @@ import json
 import sys
 import uuid
 
-from pipelines.cli_commands.shared import _batch_progress, _holding, _progress
+from pipelines.cli_commands.shared import holding_warehouse, progress_line, reporting_batches
 
 _LIST_COLUMNS = ("stage", "table", "rule", "count", "reason", "bronze pointer", "raw excerpt")
 
 
 def cmd_quarantine(args: argparse.Namespace) -> int:
-    from pipelines.cli_commands.pipeline import _with_locations
+    from pipelines.cli_commands.pipeline import with_locations
     from pipelines.config import load_config
     from pipelines.spark import get_spark
     from pipelines.warehouse import Warehouse
 
-    cfg = _with_locations(load_config(args.conf), args)
+    cfg = with_locations(load_config(args.conf), args)
     wh = Warehouse.from_config(cfg)
     if args.action == "replay" and args.yes:
-        with _holding(cfg, "quarantine-replay", args.wait):
+        with holding_warehouse(cfg, "quarantine-replay", args.wait):
             spark = get_spark("lakecdc-quarantine", master=args.master)
             return _replay(spark, cfg, wh, args)
     spark = get_spark("lakecdc-quarantine", master=args.master)
@@ -128,7 +128,7 @@ def _replay(spark, cfg, wh, args, groups: list[dict] | None = None) -> int:
         return 0
     run = f"quarantine-replay-{uuid.uuid4().hex[:12]}"
     commit(spark, wh, plan, run)
-    _progress(f"{run}: {plan.change_count} changes of {len(replaying)} groups appended to silver changes")
+    progress_line(f"{run}: {plan.change_count} changes of {len(replaying)} groups appended to silver changes")
     summary = _gold(spark, cfg)
     result = {
         **plan.to_json(),
@@ -152,7 +152,7 @@ def _gold(spark, cfg):
     """Run gold until caught up: it applies what was appended to silver, with every other change waiting."""
     from pipelines.runner import run_pipeline
 
-    with _batch_progress(spark) as progress:
+    with reporting_batches(spark) as progress:
         return run_pipeline(spark, cfg, ("gold",), available_now=True, progress=progress)
 
 
@@ -166,13 +166,13 @@ def cmd_rebuild_some(args: argparse.Namespace) -> int:
 
 def rebuild_table(args: argparse.Namespace) -> int:
     """``lakecdc rebuild --table T``: one mirror (and its history) again from bronze (:mod:`pipelines.quarantine`)."""
-    from pipelines.cli_commands.pipeline import _with_locations
+    from pipelines.cli_commands.pipeline import with_locations
     from pipelines.config import load_config
     from pipelines.quarantine import commit, drop_mirror, rebuild_plan
     from pipelines.spark import get_spark
     from pipelines.warehouse import Warehouse
 
-    cfg = _with_locations(load_config(args.conf), args)
+    cfg = with_locations(load_config(args.conf), args)
     wh = Warehouse.from_config(cfg)
     if not args.yes:
         spark = get_spark("lakecdc-rebuild", master=args.master)
@@ -190,7 +190,7 @@ def rebuild_table(args: argparse.Namespace) -> int:
             f"for it (resolving {len(plan.resolves)} of its quarantine groups); the other mirrors keep their state"
         )
         return 1
-    with _holding(cfg, "rebuild", args.wait):
+    with holding_warehouse(cfg, "rebuild", args.wait):
         spark = get_spark("lakecdc-rebuild", master=args.master)
         plan = _table_plan(spark, cfg, wh, args.table, rebuild_plan)
         if plan is None:
@@ -198,7 +198,7 @@ def rebuild_table(args: argparse.Namespace) -> int:
         run = f"rebuild-{uuid.uuid4().hex[:12]}"
         commit(spark, wh, plan, run, outcome="rebuilt")
         for item in drop_mirror(spark, wh, plan):
-            _progress(f"dropped {item}")
+            progress_line(f"dropped {item}")
         summary = _gold(spark, cfg)
     result = {
         **plan.to_json(),

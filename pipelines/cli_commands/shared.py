@@ -7,43 +7,51 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from pipelines.config import PipelineConfig
+    from pipelines.progress import ProgressReporter
+    from pipelines.warehouse import Warehouse
 
 
-def _progress(message: str) -> None:
+def progress_line(message: str) -> None:
     print(f"[lakecdc] {message}", file=sys.stderr, flush=True)
 
 
-def _reporter(is_tty: bool | None = None):
-    """Per-batch progress: printed by :func:`_progress` when stderr is a terminal, else only logged (INFO)."""
+def batch_reporter(is_tty: bool | None = None) -> ProgressReporter:
+    """Per-batch progress: printed by :func:`progress_line` when stderr is a terminal, else only logged (INFO)."""
     from pipelines.progress import ProgressReporter
 
-    return ProgressReporter(emit=_progress, is_tty=sys.stderr.isatty() if is_tty is None else is_tty)
+    return ProgressReporter(emit=progress_line, is_tty=sys.stderr.isatty() if is_tty is None else is_tty)
 
 
 @contextmanager
-def _batch_progress(spark, enabled: bool = True) -> Iterator:
+def reporting_batches(spark: SparkSession, enabled: bool = True) -> Iterator[Callable[[str], None]]:
     """Report each micro-batch of the streams run inside the block (rows, batches, lag). Yields the stage
     printer to give the runner: it prints a stage's batches before the stage's next line. A continuous run
     (``enabled`` false) reports its batches itself."""
     from pipelines.progress import batch_progress
 
     if not enabled:
-        yield _progress
+        yield progress_line
         return
-    with batch_progress(spark, _reporter()) as listener:
+    with batch_progress(spark, batch_reporter()) as listener:
 
         def stage_line(message: str) -> None:
             listener.drain()
-            _progress(message)
+            progress_line(message)
 
         yield stage_line
 
 
 @contextmanager
-def _holding(cfg, command: str, wait: bool = False) -> Iterator[None]:
+def holding_warehouse(cfg: PipelineConfig, command: str, wait: bool = False) -> Iterator[None]:
     """Hold the configuration's warehouse for the block (:mod:`pipelines.lock`): another run holding it
     stops this one at once with who and since when, or (``--wait``) this one waits for it."""
     import uuid
@@ -55,11 +63,11 @@ def _holding(cfg, command: str, wait: bool = False) -> Iterator[None]:
     schemas = ", ".join(sorted({s for s in wh.schemas.values() if s}))
     where = f"{wh.catalog} (schemas {schemas})" if wh.catalog else str(wh.root)
     run = f"{command}-{uuid.uuid4().hex[:12]}"
-    with warehouse_lease(wh.checkpoint_root, where, run, wait=wait, progress=_progress):
+    with warehouse_lease(wh.checkpoint_root, where, run, wait=wait, progress=progress_line):
         yield
 
 
-def _target_warehouse(args: argparse.Namespace):
+def target_warehouse(args: argparse.Namespace) -> tuple[Warehouse, PipelineConfig]:
     """(Warehouse, PipelineConfig) of --conf, or of --warehouse with an empty configuration."""
     from pipelines.config import PipelineConfig, check_locations, load_config
     from pipelines.warehouse import Warehouse
@@ -76,7 +84,7 @@ def _target_warehouse(args: argparse.Namespace):
     return wh, PipelineConfig(sources=(), tables={}, warehouse=wh.root)
 
 
-def _context_config(args, format_id: str, source_path: str | None = None):
+def context_config(args: argparse.Namespace, format_id: str, source_path: str | None = None) -> PipelineConfig:
     """A PipelineConfig from --conf plus --table/--key, with one source for ``format_id``."""
     from dataclasses import replace
 

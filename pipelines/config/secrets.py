@@ -18,7 +18,7 @@ _SECRET_WORDS = {"password", "passwd", "pwd", "secret", "token", "credential", "
 _SECRET_SUFFIXES = ("user.info", "jaas.config", "api.key", "apikey", "private.key", "access.key", "secret.key")
 
 
-def _warn_literal_secrets(document: Any, origin: str) -> None:
+def warn_literal_secrets(document: Any, origin: str) -> None:
     """Log a warning for each secret written as a literal (``sasl.password: hunter2``): write ``${VAR}``."""
     stack: list[tuple[str, Any]] = [("", document)]
     seen: set[int] = set()

@@ -33,7 +33,7 @@ from pipelines.config.model import (
     StatusThresholds,
     TableConfig,
 )
-from pipelines.config.secrets import _warn_literal_secrets
+from pipelines.config.secrets import warn_literal_secrets
 from pipelines.errors import ConfigError, Reject
 from pipelines.formats import ALL_FORMAT_IDS
 from pipelines.formats.base import (
@@ -177,7 +177,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
     )
     for where, message in location_errors(config):
         v.fail(where, message)
-    _warn_literal_secrets(root, origin)
+    warn_literal_secrets(root, origin)
     v.done()
     return config
 

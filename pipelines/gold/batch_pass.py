@@ -311,7 +311,7 @@ class BatchPass:
             if not rules or plan.shape is None or not plan.profile.changes:
                 continue
             changes = checked.where((F.col(SOURCE_TABLE) == plan.name) & F.col("reason").isNull())
-            with _kept_if_failing(self, plan, Step.EXPECTATION_RESULTS), GE_LOCK:
+            with kept_if_failing(self, plan, Step.EXPECTATION_RESULTS), GE_LOCK:
                 quality = check_batch(
                     self.spark,
                     plan.ident.mirror_name,
@@ -377,7 +377,7 @@ class BatchPass:
             )
 
 
-def _seconds(micros: int | None) -> float | None:
+def micros_to_seconds(micros: int | None) -> float | None:
     return None if micros is None else micros / 1e6
 
 
@@ -390,7 +390,7 @@ def _lookups(plans: Mapping[str, TablePlan]) -> Lookups:
 
 
 @contextmanager
-def _kept_if_failing(batch: BatchPass, plan: TablePlan, step: Step) -> Iterator[None]:
+def kept_if_failing(batch: BatchPass, plan: TablePlan, step: Step) -> Iterator[None]:
     """A ``fail`` rule stops the stream, so the batch's one ``dq_results`` append never comes: the
     failing check's rows are written at once (stamped per mirror and step, so a retry writes them once)."""
     try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.delta_writes import append_once, checkpointed, quarantine_frame, release_checkpoint
 from pipelines.gold.batch import BatchContext, Step, WrittenMirror, batch_results_stamp, commit_marker
-from pipelines.gold.batch_pass import GE_LOCK, BatchPass, _kept_if_failing, _seconds
+from pipelines.gold.batch_pass import GE_LOCK, BatchPass, kept_if_failing, micros_to_seconds
 from pipelines.gold.decide import key_state_rows
 from pipelines.gold.due import Budget, Waiting, due_mirrors
 from pipelines.gold.fold import fold_per_key
@@ -108,7 +108,9 @@ class MicroBatch(BatchPass):
             stream.through[mirror] = self.state_batch
         for mirror in deferred:
             c = self.counts[self.keyed[mirror].name]
-            stream.pending.setdefault(mirror, Pending()).add(c["fresh"], _seconds(c["oldest"]), self.state_batch)
+            stream.pending.setdefault(mirror, Pending()).add(
+                c["fresh"], micros_to_seconds(c["oldest"]), self.state_batch
+            )
         for mirror in due:
             self._written(self.keyed[mirror])
         self.stats.waiting = stream.waiting
@@ -134,7 +136,7 @@ class MicroBatch(BatchPass):
             c = self.counts.get(plan.name)
             held = self.stream.pending.get(mirror) or Pending()
             oldest = min(
-                (t for t in (_seconds(c["oldest"] if c else None), held.oldest) if t is not None), default=None
+                (t for t in (micros_to_seconds(c["oldest"] if c else None), held.oldest) if t is not None), default=None
             )
             waiting[mirror] = Waiting(
                 held.changes + self._fresh(mirror), oldest, "truncate" if plan.truncates else None
@@ -271,7 +273,7 @@ class MicroBatch(BatchPass):
         rules = [r for r in (plan.tc.expectations if plan.tc else ()) if r.scope == "mirror"]
         if not rules:
             return
-        with _kept_if_failing(self, plan, Step.MIRROR_EXPECTATION_RESULTS), GE_LOCK:
+        with kept_if_failing(self, plan, Step.MIRROR_EXPECTATION_RESULTS), GE_LOCK:
             rows = check_mirror(
                 ctx.spark, plan.ident.mirror_name, plan.ident.ref.read(ctx.spark), rules, self.app_id, self.batch_id,
                 key_cols=plan.key,

@@ -86,7 +86,7 @@ class SqlCheck:
         return f"SELECT {', '.join(self.select)} FROM {{batch}}\nWHERE {where}"
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = getattr(exc, "getMessage", None)
     message = text() if callable(text) else str(exc)
     return " ".join(message.strip().splitlines()[:1])[:400] or type(exc).__name__
@@ -151,7 +151,7 @@ def referenced_columns(frame: DataFrame, text: str) -> tuple[str, ...]:
             probe = frame.select(*[F.col(q(c)) for c in columns]).where(condition)
             plan = probe._jdf.queryExecution().analyzed()
     except Exception as exc:  # noqa: BLE001 - Spark's parse and analysis errors, each named
-        raise SqlRuleError(_first_line(exc)) from None
+        raise SqlRuleError(first_line(exc)) from None
     if plan.getClass().getSimpleName() != "Filter":
         raise SqlRuleError("must be a condition on one row (no aggregate or window function)")
     cond = plan.condition()
@@ -176,7 +176,7 @@ def _columns_from_text(frame: DataFrame, text: str, columns: list[str]) -> tuple
         with _quiet_analysis_errors():
             frame.select(*[F.col(q(c)) for c in columns]).where(F.expr(text)).schema  # noqa: B018 - analysed
     except Exception as exc:  # noqa: BLE001 - Spark's parse and analysis errors, each named
-        raise SqlRuleError(_first_line(exc)) from None
+        raise SqlRuleError(first_line(exc)) from None
     names, calls = set(), set()
     for quoted, word, call in _NAME.findall(_STRING.sub("''", text)):
         if quoted:
@@ -274,7 +274,7 @@ def _configured_types(tc: TableConfig) -> dict[str, str]:
     return {c: spark_type(t) for c, t in tc.columns.items()}
 
 
-def _probe(spark: SparkSession, types: Mapping[str, str]) -> DataFrame:
+def empty_frame(spark: SparkSession, types: Mapping[str, str]) -> DataFrame:
     from pyspark.sql.types import StructType
 
     schema = StructType.fromDDL(", ".join(f"{q(c)} {t}" for c, t in types.items()))
@@ -309,7 +309,7 @@ def validate_sql_rules(
         if tc.columns_include is not None:
             left_out |= {c.lower() for c in types if c.lower() not in {i.lower() for i in tc.columns_include}}
         types = {c: t for c, t in types.items() if c.lower() not in left_out}
-        frame = _probe(spark, types) if types else None
+        frame = empty_frame(spark, types) if types else None
         for i, rule in enumerate(tc.expectations):
             if not rule.is_sql:
                 continue
@@ -323,7 +323,7 @@ def validate_sql_rules(
                 hint = _left_out_hint(rule.sql or "", tc) if "resolve" in str(exc) else ""
                 errors.append(f"{where}: {exc}{hint}")
             except Exception as exc:  # noqa: BLE001 - the parser's ParseException
-                errors.append(f"{where}: {_first_line(exc)}")
+                errors.append(f"{where}: {first_line(exc)}")
     return errors
 
 

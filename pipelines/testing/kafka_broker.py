@@ -474,7 +474,7 @@ class LocalBroker:
             if fmt.returncode != 0:
                 raise BrokerError(f"kafka storage format failed ({fmt.returncode}):\n{fmt.stdout[-3000:]}")
         out = open(self.data_dir / "logs" / "broker.out", "ab")
-        preexec = None if detach else _set_pdeathsig
+        preexec = None if detach else set_pdeathsig
         try:
             self._proc = subprocess.Popen(
                 [*jvm, _MAIN_CLASS, str(self.properties_file)],
@@ -695,7 +695,7 @@ def _find_java() -> str:
     return java
 
 
-def _set_pdeathsig() -> None:  # runs in the child between fork and exec
+def set_pdeathsig() -> None:  # runs in the child between fork and exec
     try:
         import ctypes
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.spark import build_dir as default_build_dir
-from pipelines.testing.kafka_broker import _set_pdeathsig, free_port
+from pipelines.testing.kafka_broker import free_port, set_pdeathsig
 
 APICURIO_VERSION = "3.0.9"
 CCOMPAT_PATH = "/apis/ccompat/v7"
@@ -125,7 +125,7 @@ class LocalRegistry:
         ]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                cmd, cwd=jar.parent, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_set_pdeathsig
+                cmd, cwd=jar.parent, stdout=log, stderr=subprocess.STDOUT, preexec_fn=set_pdeathsig
             )
         atexit.register(self.stop)
         deadline = time.monotonic() + timeout

@@ -45,7 +45,7 @@ FLOAT_WORDS = {
 }
 
 
-def _decimal(text: str, what: str) -> Decimal:
+def exact_decimal(text: str, what: str) -> Decimal:
     """Parse a number exactly, refusing non-ASCII text and texts or exponents that would blow up memory."""
     if len(text) > MAX_NUMBER_CHARS:
         raise Reject(f"{what} has more than {MAX_NUMBER_CHARS} characters: {text[:60]!a}...")
@@ -65,7 +65,7 @@ def canon_int(value: object) -> str:
     text = str(value).strip()
     if len(text) <= MAX_NUMBER_CHARS and _INT_RE.fullmatch(text):
         return str(int(text))
-    d = _decimal(text, "an integer")
+    d = exact_decimal(text, "an integer")
     if d != d.to_integral_value():
         raise Reject(f"not an integer: {text[:60]!a}")
     if d and d.adjusted() >= MAX_NUMBER_CHARS:
@@ -90,7 +90,7 @@ def canon_uint64(value: object) -> str:
 
 def canon_decimal(value: object) -> str:
     """Exact plain decimal text: ``1E+2`` → ``100``; ``1.10`` stays ``1.10``."""
-    return format(_decimal(str(value).strip(), "a decimal number"), "f")
+    return format(exact_decimal(str(value).strip(), "a decimal number"), "f")
 
 
 def canon_float(value: object) -> str:
@@ -101,7 +101,7 @@ def canon_float(value: object) -> str:
     word = FLOAT_WORDS.get(text.lower()) if len(text) <= 9 else None
     if word:
         return word
-    d = _decimal(text, "a floating-point number")
+    d = exact_decimal(text, "a floating-point number")
     as_double = float(text)  # ASCII and bounded by now: cheap and exact enough to tell the range
     if math.isinf(as_double) or (as_double == 0 and d != 0):
         raise Reject(f"a DOUBLE cannot hold {text[:60]!a}: outside its finite range")

@@ -17,7 +17,7 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from pipelines.errors import InvalidValue, Reject
-from pipelines.values.numbers import _decimal, canon_int
+from pipelines.values.numbers import canon_int, exact_decimal
 
 EPOCH_DATE = date(1970, 1, 1)
 
@@ -35,7 +35,7 @@ def instant_from_epoch(value: object, unit: str = "s") -> str:
     OMS Default writes TIMESTAMP as ``1606233662.012345`` (seconds); DRS writes
     ``1624614713.201``; Canal ``es`` and DataWorks ``eventTime`` are milliseconds.
     """
-    d = _decimal(str(value).strip(), "an epoch number")
+    d = exact_decimal(str(value).strip(), "an epoch number")
     scaled = d * (10**9 if unit == "s" else 10**6 if unit == "ms" else 10**3)
     nanos = int(scaled)
     if scaled != nanos:

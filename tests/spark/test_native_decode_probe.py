@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import yaml
 
-from bench.decode import _bronze
+from bench.decode import bronze_frame
 from bench.native_decode_probe import COMPARED, agreement
 from pipelines.config import parse_config
 from pipelines.testing.simulator import generate_history, pipeline_yaml_many
@@ -18,7 +18,7 @@ def test_the_sql_decode_of_oms_canal_equals_the_python_decoder(spark, tmp_path):
     history = generate_history("oms_canal", 5, n_changes=300, n_tables=4, composite_keys=False, db="probe")
     doc = yaml.safe_load(pipeline_yaml_many([history], str(tmp_path / "wh"), {"oms_canal": str(tmp_path / "none")}))
     cfg = parse_config(doc, origin="test")
-    bronze, n = _bronze(spark, {"oms_canal": history.messages}, len(history.messages))
+    bronze, n = bronze_frame(spark, {"oms_canal": history.messages}, len(history.messages))
     try:
         for generated in (False, True):
             result = agreement(spark, bronze, cfg, generated=generated)

@@ -311,3 +311,58 @@ def test_public_runtime_functions_have_type_hints():
                 if any(a.annotation is None for a in args) or fn.returns is None:
                     missing.append(f"{module}.{fn.name}")
     assert missing == []
+
+
+def private_uses(module: str) -> list[str]:
+    """The ``_name``s of other modules of the package that ``module`` uses: ``from pipelines.x import _y``
+    (a private module itself, such as ``formats._canal_family``, is no private name), or ``x._y`` on a
+    module of the package that ``module`` imported as a name (``from pipelines import x``, ``import
+    pipelines.x as x``)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    found: list[str] = []
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _resolve(module, node)
+            if base != PACKAGE and not base.startswith(f"{PACKAGE}."):
+                continue
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:
+                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+                elif alias.name.startswith("_") and not alias.name.startswith("__") and base != module:
+                    found.append(f"{module}:{node.lineno} imports {alias.name} from {base}")
+        elif isinstance(node, ast.Import):
+            aliases.update({a.asname: a.name for a in node.names if a.asname and a.name in MODULES})
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and aliases.get(node.value.id, module) != module
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(f"{module}:{node.lineno} uses {aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    """A ``_name`` is its module's own: a name another module uses is public (no leading underscore)."""
+    assert [use for module in MODULES for use in private_uses(module)] == []
+
+
+def test_the_checker_sees_a_private_name(tmp_path, monkeypatch):
+    files = {
+        "pipelines.p": ("__init__.py", ""),
+        "pipelines.p.a": ("a.py", "def _x():\n    pass\n\n\ny = _x\n"),
+        "pipelines.p.b": ("b.py", "from pipelines.p.a import _x, y\n"),
+        "pipelines.p.c": ("c.py", "from pipelines.p import a\n\nz = a._x\n"),
+        "pipelines.p.d": ("d.py", "from pipelines.p import _e\nfrom pipelines.p.a import y\n"),
+        "pipelines.p._e": ("_e.py", "def f():\n    pass\n"),
+    }
+    for name, (file, text) in files.items():
+        (tmp_path / file).write_text(text)
+        monkeypatch.setitem(MODULES, name, tmp_path / file)
+    assert private_uses("pipelines.p.a") == []
+    assert private_uses("pipelines.p.b") == ["pipelines.p.b:1 imports _x from pipelines.p.a"]
+    assert private_uses("pipelines.p.c") == ["pipelines.p.c:3 uses pipelines.p.a._x"]
+    assert private_uses("pipelines.p.d") == []

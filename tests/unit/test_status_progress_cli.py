@@ -8,7 +8,8 @@ import logging
 
 import pytest
 
-from pipelines.cli import _with_locations, build_parser, main
+from pipelines.cli import build_parser, main
+from pipelines.cli_commands.pipeline import with_locations
 from pipelines.config import ConfigError, StatusThresholds, parse_config
 from pipelines.progress import BatchProgressListener, ProgressReporter, format_progress, source_lag
 from pipelines.status import MirrorStatus, SourceStatus, Status, breaches, render
@@ -33,11 +34,11 @@ def test_a_catalog_given_on_the_command_line_needs_checkpoints_too():
     cfg = parse_config({"warehouse": "/tmp/w", "sources": SOURCES}, origin="p.yaml")
     args = build_parser().parse_args(["run", "--conf", "p.yaml", "--catalog", "main", "--schema", "cdc"])
     with pytest.raises(ConfigError, match="checkpoints.*--checkpoints"):
-        _with_locations(cfg, args)
+        with_locations(cfg, args)
     args = build_parser().parse_args(
         ["run", "--conf", "p.yaml", "--catalog", "main", "--schema", "cdc", "--checkpoints", "/Volumes/x"]
     )
-    assert _with_locations(cfg, args).checkpoints == "/Volumes/x"
+    assert with_locations(cfg, args).checkpoints == "/Volumes/x"
 
 
 def test_status_thresholds_are_validated():
@@ -194,11 +195,11 @@ def test_progress_is_quiet_off_a_terminal_but_logged(caplog):
 
 
 def test_the_cli_reporter_follows_stderr(capsys):
-    from pipelines.cli import _reporter
+    from pipelines.cli_commands.shared import batch_reporter
 
-    _reporter(is_tty=True)("a batch")
-    _reporter(is_tty=False)("not shown")
-    _reporter()("not shown either: pytest's stderr is no terminal")
+    batch_reporter(is_tty=True)("a batch")
+    batch_reporter(is_tty=False)("not shown")
+    batch_reporter()("not shown either: pytest's stderr is no terminal")
     assert capsys.readouterr().err == "[lakecdc] a batch\n"
 
 
