@@ -159,6 +159,7 @@ def _files_holding(root: Path, needle: bytes) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes())
 
 
+@pytest.mark.long  # make test-all: not yet seen passing end to end, so CI does not spend minutes on an xfail
 @pytest.mark.xfail(
     strict=False, reason="issue 43: not yet seen passing end to end on the shared machine (the session ran out of time)"
 )
