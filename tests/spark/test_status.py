@@ -40,7 +40,7 @@ def demo(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("status")
     write_landing(root, generate(120, seed=11, dq_faults=True))
     conf = {**demo_config(root, quality=True), "quality_checks": False}  # expectations; no run-end checks
-    for source in conf["sources"]:  # the demo's traffic starts an hour ago: within a day (the one setting)
+    for source in conf["sources"]:  # the demo's traffic starts half an hour ago: within a day (the one setting)
         source["freshness"] = "1 day"
     conf_path = root / "pipeline.yaml"
     conf_path.write_text(yaml.safe_dump(conf))
@@ -131,7 +131,7 @@ def test_an_unread_landing_file_is_lag_and_a_breached_threshold_exits_1(spark, d
         assert "OK: within max_lag_seconds 86400" in capsys.readouterr().out
     finally:
         os.remove(late)
-    # the demo's source commit times are about an hour old: a tiny staleness threshold is breached
+    # the demo's source commit times are about half an hour old: a tiny staleness threshold is breached
     assert main(["status", "--conf", str(demo.conf), "--max-staleness-seconds", "1"]) == 1
     out = capsys.readouterr().out
     assert "BREACHED (max_staleness_seconds 1):" in out and "inventory_canal: last change or heartbeat" in out
