@@ -130,12 +130,7 @@ def _replay(spark, cfg, wh, args, groups: list[dict] | None = None) -> int:
     commit(spark, wh, plan, run)
     progress_line(f"{run}: {plan.change_count} changes of {len(replaying)} groups appended to silver changes")
     summary = _gold(spark, cfg)
-    result = {
-        **plan.to_json(),
-        "replayed": True,
-        "run": run,
-        "gold": {"applied": summary.applied, "stale": summary.stale, "quarantined": summary.gold_quarantined},
-    }
+    result = _result(plan, "replayed", run, summary)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
     else:
@@ -200,12 +195,7 @@ def rebuild_table(args: argparse.Namespace) -> int:
         for item in drop_mirror(spark, wh, plan):
             progress_line(f"dropped {item}")
         summary = _gold(spark, cfg)
-    result = {
-        **plan.to_json(),
-        "rebuilt": True,
-        "run": run,
-        "gold": {"applied": summary.applied, "stale": summary.stale, "quarantined": summary.gold_quarantined},
-    }
+    result = _result(plan, "rebuilt", run, summary)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
     else:
@@ -223,3 +213,10 @@ def _table_plan(spark, cfg, wh, name, make):
     except (KeyError, ValueError) as exc:
         print(f"lakecdc: error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return None
+
+
+def _result(plan, done: str, run: str, summary) -> dict:
+    """What a replay or a one-table rebuild did, as ``--json`` prints it: the plan, ``done`` true, the run and gold's
+    counts."""
+    gold = {"applied": summary.applied, "stale": summary.stale, "quarantined": summary.gold_quarantined}
+    return {**plan.to_json(), done: True, "run": run, "gold": gold}
