@@ -6,19 +6,21 @@ Two kinds, each from what lakecdc already keeps:
   rows, changes waiting for the next merge, staleness and the freshness it is judged by, quarantined changes
   (silver and gold), tombstones; per source the queue lag and staleness. ``lakecdc metrics`` prints them
   once, ``lakecdc metrics --serve`` serves them on 127.0.0.1 (read afresh at each scrape);
-* **per batch of a running pipeline**, from gold's stats of each batch (:class:`RunMetrics`: changes in,
-  applied, stale, quarantined, outside a ``where``, waiting, seconds and Spark jobs per step): the runner
-  writes them, with the per-mirror figures of the mirrors the batch wrote, to ``metrics_file`` after every
-  batch, atomically (a temporary file renamed over it: ``write_to_textfile``), where a node-exporter
-  textfile collector reads them.
+* **per batch of a running pipeline**, from gold's stats of each batch (:class:`RunMetrics`): per mirror the
+  changes in, applied, stale, quarantined and outside a ``where`` (:attr:`~pipelines.gold.batch.GoldStats.mirrors`,
+  which add up to the batch's counts: ``sum without (mirror)`` gives the run's) and the batches that wrote it;
+  per batch the changes waiting, seconds and Spark jobs per step. The runner writes them to ``metrics_file``
+  after every batch, atomically (a temporary file renamed over it: ``write_to_textfile``), where a
+  node-exporter textfile collector reads them. ``status --json`` reads the warehouse, not these counters.
 
+:func:`metrics_server` serves a registry read afresh at each scrape on 127.0.0.1 (``lakecdc metrics --serve``).
 Names follow Prometheus' conventions: ``lakecdc_`` prefix, base units (seconds), ``_total`` for counters.
-Gold counts applied and stale changes per batch, not per mirror, so those counters carry no mirror label.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, write_to_textfile
@@ -26,15 +28,21 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from pipelines.gold.batch import GoldStats
 
 if TYPE_CHECKING:
+    from http.server import ThreadingHTTPServer
+
     from pipelines.status import Status
 
-#: The counters of a run, each from the GoldStats field of the same name.
+#: The counters of a run per mirror, each from the MirrorCounts field of the same name (GoldStats.mirrors).
 RUN_COUNTERS = (
-    ("changes", "lakecdc_changes_total", "Changes gold read (every one is applied, stale, quarantined or skipped)"),
-    ("applied", "lakecdc_changes_applied_total", "Changes gold applied to their mirrors"),
-    ("stale", "lakecdc_changes_stale_total", "Changes older than their mirror's row, skipped"),
-    ("quarantined", "lakecdc_changes_quarantined_total", "Changes gold quarantined"),
-    ("skipped", "lakecdc_changes_filtered_total", "Changes outside their table's where"),
+    (
+        "changes",
+        "lakecdc_changes_total",
+        "Changes of the mirror gold read (each applied, stale, quarantined or filtered)",
+    ),
+    ("applied", "lakecdc_changes_applied_total", "Changes gold applied to the mirror"),
+    ("stale", "lakecdc_changes_stale_total", "Changes older than the mirror's row, skipped"),
+    ("quarantined", "lakecdc_changes_quarantined_total", "Changes of the mirror gold quarantined"),
+    ("skipped", "lakecdc_changes_filtered_total", "Changes outside the mirror's where"),
 )
 
 
@@ -91,6 +99,47 @@ def text(registry: CollectorRegistry) -> str:
     return generate_latest(registry).decode()
 
 
+def metrics_server(read: Callable[[], CollectorRegistry], port: int = 9464) -> ThreadingHTTPServer:
+    """An HTTP server on 127.0.0.1:``port`` (0: a free one, ``server.server_address[1]``), not serving yet
+    (``serve_forever``; :func:`start_metrics_server`): ``GET /metrics`` (or ``/``) answers the text of a fresh
+    ``read()``, one reading at a time (a scrape that comes while one runs waits for it); any other path is a
+    404, a reading that fails a 500 for the scraper, not a crash."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path.split("?")[0] not in ("/", "/metrics"):
+                self.send_error(404)
+                return
+            try:
+                with lock:
+                    body = text(read()).encode()
+            except Exception as exc:  # noqa: BLE001 - a failed reading is a 500 for the scraper, not a crash
+                self.send_error(500, f"{type(exc).__name__}: {exc}"[:200])
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
+            pass
+
+    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+
+
+def start_metrics_server(read: Callable[[], CollectorRegistry], port: int = 0) -> ThreadingHTTPServer:
+    """:func:`metrics_server`, serving in a daemon thread; ``server.shutdown()`` and ``server_close()`` stop it."""
+    server = metrics_server(read, port)
+    threading.Thread(target=server.serve_forever, name="lakecdc-metrics", daemon=True).start()
+    return server
+
+
 class RunMetrics:
     """A running pipeline's counters, batch by batch (:meth:`batch` with each gold batch's stats), written to
     ``path`` after each batch when one is given (atomically: ``write_to_textfile`` renames a temporary file)."""
@@ -100,7 +149,8 @@ class RunMetrics:
         self.registry = CollectorRegistry()
         self._lock = threading.Lock()
         self.counters = {
-            attr: Counter(name.removesuffix("_total"), doc, registry=self.registry) for attr, name, doc in RUN_COUNTERS
+            attr: Counter(name.removesuffix("_total"), doc, ["mirror"], registry=self.registry)
+            for attr, name, doc in RUN_COUNTERS
         }
         self.batches = Counter(
             "lakecdc_gold_batches", "Gold batches (and flushes between them)", registry=self.registry
@@ -132,8 +182,9 @@ class RunMetrics:
         import time
 
         with self._lock:
-            for attr, counter in self.counters.items():
-                counter.inc(max(0, int(getattr(stats, attr) or 0)))
+            for mirror, counts in stats.mirrors.items():
+                for attr, counter in self.counters.items():
+                    counter.labels(mirror).inc(max(0, int(getattr(counts, attr) or 0)))
             self.batches.inc()
             self.waiting.set(stats.waiting)
             for step, cost in stats.steps.items():

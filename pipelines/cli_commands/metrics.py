@@ -44,39 +44,12 @@ def _as_json(registry) -> list[dict]:
 
 
 def _serve(spark, cfg, port: int) -> int:
-    """Serve the metrics on 127.0.0.1:``port`` until interrupted; each GET reads the warehouse afresh (one
-    reading at a time: a scrape that comes while one runs waits for it)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from prometheus_client import CONTENT_TYPE_LATEST
-
+    """Serve the metrics on 127.0.0.1:``port`` until interrupted; each GET reads the warehouse afresh
+    (:func:`pipelines.metrics.metrics_server`)."""
     from pipelines.cli_commands.shared import progress_line
-    from pipelines.metrics import text
+    from pipelines.metrics import metrics_server
 
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            if self.path.split("?")[0] not in ("/", "/metrics"):
-                self.send_error(404)
-                return
-            try:
-                with lock:
-                    body = text(_reading(spark, cfg)[1]).encode()
-            except Exception as exc:  # noqa: BLE001 - a failed reading is a 500 for the scraper, not a crash
-                self.send_error(500, f"{type(exc).__name__}: {exc}"[:200])
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = metrics_server(lambda: _reading(spark, cfg)[1], port)
     progress_line(f"serving metrics on http://127.0.0.1:{server.server_address[1]}/metrics; Ctrl-C stops")
     try:
         server.serve_forever()

@@ -84,10 +84,31 @@ class WrittenMirror:
         self.changed |= other.changed
 
 
+#: The counts of changes, in :class:`GoldStats` and per mirror in :class:`MirrorCounts`.
+COUNTS = ("changes", "applied", "stale", "quarantined", "skipped")
+
+
+@dataclass
+class MirrorCounts:
+    """One mirror's share of :class:`GoldStats`' counts (:attr:`GoldStats.mirrors`): the mirrors' shares add
+    up to the batch's counts (:attr:`GoldStats.mirrors_total`)."""
+
+    changes: int = 0
+    applied: int = 0
+    stale: int = 0
+    quarantined: int = 0
+    skipped: int = 0
+
+    def add(self, other: MirrorCounts) -> None:
+        for name in COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
 @dataclass
 class GoldStats:
     """What gold did: changes applied, stale changes skipped, changes quarantined, tables touched.
-    Every change of a batch is one of the three (:attr:`unaccounted` is 0)."""
+    Every change of a batch is one of the three (:attr:`unaccounted` is 0), and the same per mirror
+    (:attr:`mirrors`, which add up to the batch's counts)."""
 
     applied: int = 0
     stale: int = 0
@@ -101,6 +122,7 @@ class GoldStats:
     results: int = 0  # dq_results rows written
     failed: int = 0  # ... of which failed
     steps: dict[str, StepCost] = field(default_factory=dict)  # seconds and Spark jobs per step (pipelines.gold.steps)
+    mirrors: dict[str, MirrorCounts] = field(default_factory=dict)  # the counts above per mirror (name for people)
 
     def add(self, other: GoldStats) -> None:
         self.applied += other.applied
@@ -120,6 +142,25 @@ class GoldStats:
         self.failed += other.failed
         for name, cost in other.steps.items():
             self.steps.setdefault(name, StepCost()).add(cost)
+        for name, counts in other.mirrors.items():
+            self.mirror(name).add(counts)
+
+    def mirror(self, name: str) -> MirrorCounts:
+        """The counts of one mirror (by its name for people), made on first use."""
+        return self.mirrors.setdefault(name, MirrorCounts())
+
+    @property
+    def totals(self) -> MirrorCounts:
+        """The batch's own counts, as one mirror's are kept."""
+        return MirrorCounts(**{name: getattr(self, name) for name in COUNTS})
+
+    @property
+    def mirrors_total(self) -> MirrorCounts:
+        """The mirrors' counts added up: the batch's own counts, else gold lost count of some mirror's."""
+        total = MirrorCounts()
+        for counts in self.mirrors.values():
+            total.add(counts)
+        return total
 
     @property
     def snapshot_only(self) -> list[WrittenMirror]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
 from pipelines.delta_writes import kept
-from pipelines.gold.batch import BatchContext, GoldStats, Step
+from pipelines.gold.batch import COUNTS, BatchContext, GoldStats, MirrorCounts, Step
 from pipelines.gold.computed import ROW_OPTIONS_CONF, with_computed
 from pipelines.gold.decide import (
     check_changes,
@@ -41,7 +41,7 @@ from pipelines.gold.soft import is_soft
 from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
 from pipelines.gold.steps import StepClock
 from pipelines.gold.type_mapping import map_batch_types
-from pipelines.gold.where import count_skipped, filtered, where_refusals
+from pipelines.gold.where import filtered, where_refusals
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import change_check_rows
@@ -147,6 +147,8 @@ class BatchPass:
         self.later_read: int | None = None  # the round of waiting changes of new tables read through
         self.later: list[str] = []  # new tables past the limit: their changes wait for the next batch
         self.later_rows: DataFrame | None = None
+        self.skipped: dict[str, int] = {}  # per source table: changes outside its where
+        self.shares: list[tuple[str, GoldStats]] = []  # keyless tables' contexts' stats by mirror (:meth:`log`)
 
     @contextmanager
     def decided(self, batch_df: DataFrame) -> Iterator[BatchPass]:
@@ -250,7 +252,7 @@ class BatchPass:
         self.checked = kept(self._batch_expectations(checked))
         good, skipped = filtered(self.checked.where("reason IS NULL"), self.plans)  # tables.<name>.where
         if skipped is not None:
-            self.stats.skipped += count_skipped(skipped)
+            self.skipped = _skipped_per_table(skipped)  # into the stats per table (_count)
         keyed = keyed_changes(good, self.lookups)
         wanted = keyed.select(F.col(MIRROR).alias("mirror"), "k").distinct()
         small = sum(p.profile.changes for p in self.plans.values()) <= BROADCAST_CHANGES
@@ -271,31 +273,33 @@ class BatchPass:
         self.fresh = fold_inputs(self.rows.where("NOT stale"), self.state_batch, ignore_nulls_sql(self.plans, self.cfg))
 
     def _count(self, plan: TablePlan) -> None:
-        """The table's decisions into the batch's stats, and its change checks' results."""
+        """The table's decisions into the batch's stats, and into its mirror's (:attr:`GoldStats.mirrors`; a
+        keyless table's applied and stale as it writes: :meth:`log`), and its change checks' results."""
         from pyspark.sql import functions as F
 
         stats, c = self.stats, self.counts.get(plan.name)
+        quarantined, skipped = (c["quarantined"] if c else 0), self.skipped.get(plan.name, 0)
+        mine = MirrorCounts(changes=plan.profile.changes, quarantined=quarantined, skipped=skipped)
         if plan.profile.changes:
             stats.tables.add(plan.name)
-            stats.changes += plan.profile.changes
-        if c is None:
+        if c is not None and plan.keyed:
+            mine.applied, mine.stale = c["applied"], c["stale"]
+            if c["truncates"] and is_soft(plan.tc):  # soft: every TRUNCATE marks what it covers
+                mine.applied += c["truncates"]
+            elif c["truncates"]:  # the last TRUNCATE applies; the ones before it are superseded
+                mine.applied += 1
+                mine.stale += c["truncates"] - 1
+        for name in COUNTS:
+            setattr(stats, name, getattr(stats, name) + getattr(mine, name))
+        if mine != MirrorCounts():
+            stats.mirror(plan.ident.mirror_name).add(mine)
+        if c is None or not plan.keyed or not self.cfg.quality_checks:
             return
-        stats.quarantined += c["quarantined"]
-        if not plan.keyed:
-            return
-        stats.applied += c["applied"]
-        stats.stale += c["stale"]
-        if c["truncates"] and is_soft(plan.tc):  # soft: every TRUNCATE marks what it covers
-            stats.applied += c["truncates"]
-        elif c["truncates"]:  # the last TRUNCATE applies; the ones before it are superseded
-            stats.applied += 1
-            stats.stale += c["truncates"] - 1
-        if self.cfg.quality_checks:
-            probe = self.rows.where((F.col(MIRROR) == plan.mirror) & F.col("probe"))
-            with GE_LOCK:
-                self.results += change_check_rows(
-                    plan.ident.mirror_name, c, probe, run_id=self.app_id, batch_id=self.batch_id
-                )
+        probe = self.rows.where((F.col(MIRROR) == plan.mirror) & F.col("probe"))
+        with GE_LOCK:
+            self.results += change_check_rows(
+                plan.ident.mirror_name, c, probe, run_id=self.app_id, batch_id=self.batch_id
+            )
 
     def _batch_expectations(self, checked: DataFrame) -> DataFrame:
         """The tables' row rules (Great Expectations) on their changes: ``drop`` gives the offending changes
@@ -344,17 +348,22 @@ class BatchPass:
         )
 
     def _context(self, session: SparkSession, plan: TablePlan) -> BatchContext:
-        return BatchContext(
-            session, plan.ident, self.wh, self.app_id, self.batch_id, GoldStats(tables={plan.name}), self.results
-        )
+        share = GoldStats(tables={plan.name})
+        if plan.keyless:  # its write counts applied and stale in here (:attr:`shares`)
+            with self._lock:
+                self.shares.append((plan.ident.mirror_name, share))
+        return BatchContext(session, plan.ident, self.wh, self.app_id, self.batch_id, share, self.results)
 
     def _describe(self, task: str) -> str:
         plan = next((p for p in self.plans.values() if p.mirror == task), None)
         return describe_table(self.cfg, self.wh, plan.name) if plan else f"gold's {task}"
 
     def log(self) -> None:
-        """The batch in one line (and loudly, any change the counts lost)."""
-        s = self.stats
+        """The batch, its writes done, in one line (and loudly, any change the counts lost); the keyless
+        tables' applied and stale changes, counted as they wrote, are added to their mirrors' counts first."""
+        s, shares, self.shares = self.stats, self.shares, []
+        for mirror, share in shares:  # a keyless table's write counts its applied and stale (gold.multiset)
+            s.mirror(mirror).add(MirrorCounts(applied=share.applied, stale=share.stale))
         log.info(
             "gold batch %d: %d changes of %d tables: %d applied, %d stale, %d quarantined; %d mirrors written, "
             "%d changes waiting; %s",
@@ -368,13 +377,23 @@ class BatchPass:
             s.waiting,
             self.clock.summary(),
         )
-        if s.unaccounted:
+        if s.unaccounted or s.mirrors_total != s.totals:
             log.error(
-                "gold batch %d: %d of %d changes are neither applied, stale nor quarantined",
+                "gold batch %d: %d of %d changes are neither applied, stale nor quarantined; per mirror %s, in all %s",
                 self.batch_id,
                 s.unaccounted,
                 s.changes,
+                s.mirrors_total,
+                s.totals,
             )
+
+
+def _skipped_per_table(skipped: DataFrame) -> dict[str, int]:
+    """The changes a batch's filters skip, per source table, logged (one Spark job; where.count_skipped sums)."""
+    counts = {r[SOURCE_TABLE]: r["count"] for r in skipped.groupBy(SOURCE_TABLE).count().collect()}
+    for table, n in counts.items():
+        log.info("gold: %s: %d changes outside its where: skipped", table, n)
+    return counts
 
 
 def micros_to_seconds(micros: int | None) -> float | None:

@@ -7,9 +7,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pipelines.cli import build_parser
 from pipelines.config import StatusThresholds
-from pipelines.gold.batch import GoldStats, WrittenMirror
+from pipelines.gold.batch import GoldStats, MirrorCounts, WrittenMirror
 from pipelines.gold.steps import StepCost
-from pipelines.metrics import MeteredGoldStats, RunMetrics, status_metrics, text
+from pipelines.metrics import RUN_COUNTERS, MeteredGoldStats, RunMetrics, start_metrics_server, status_metrics, text
 from pipelines.status import MirrorStatus, SourceStatus, Status
 from pipelines.warehouse import TableRef
 
@@ -36,24 +36,84 @@ def test_a_status_reading_as_prometheus_gauges_per_mirror_and_source():
     assert got[("lakecdc_status_ok", ())] == 1
 
 
-def test_each_batch_adds_to_the_counters_and_rewrites_the_textfile(tmp_path):
+def test_each_batch_adds_to_the_counters_per_mirror_and_rewrites_the_textfile(tmp_path):
     path = tmp_path / "lakecdc.prom"
     stats = MeteredGoldStats(RunMetrics(str(path)))
     mirror = WrittenMirror("db.t", TableRef(path="/w/gold/db__t"), '["db",null,"t"]', {"s1"})
     for applied in (5, 2):
-        batch = GoldStats(applied=applied, stale=1, quarantined=1, changes=applied + 2, waiting=3)
+        batch = GoldStats(applied=applied + 1, stale=1, quarantined=1, skipped=1, changes=applied + 4, waiting=3)
+        batch.mirrors = {
+            "db.t": MirrorCounts(changes=applied + 2, applied=applied, stale=1, quarantined=1),
+            "db.u": MirrorCounts(changes=2, applied=1, skipped=1),
+        }
+        assert batch.mirrors_total == batch.totals
         batch.steps = {"write": StepCost(1.5, 4, 1)}
         batch.written = {"k": mirror}
         stats.add(batch)
-    assert stats.applied == 7  # still the runner's GoldStats
+    assert stats.applied == 9 and stats.mirrors["db.t"].applied == 7  # still the runner's GoldStats, per mirror too
+    assert stats.mirrors_total == stats.totals
     got = _samples(path.read_text())
-    assert got[("lakecdc_changes_applied_total", ())] == 7 and got[("lakecdc_changes_total", ())] == 11
-    assert got[("lakecdc_changes_stale_total", ())] == 2 and got[("lakecdc_changes_quarantined_total", ())] == 2
+    t, u = (("mirror", "db.t"),), (("mirror", "db.u"),)
+    assert got[("lakecdc_changes_applied_total", t)] == 7 and got[("lakecdc_changes_total", t)] == 11
+    assert got[("lakecdc_changes_stale_total", t)] == 2 and got[("lakecdc_changes_quarantined_total", t)] == 2
+    assert got[("lakecdc_changes_applied_total", u)] == 2 and got[("lakecdc_changes_filtered_total", u)] == 2
+    assert got[("lakecdc_changes_stale_total", u)] == 0  # every counter of a mirror gold counted, 0 too
+    for attr, name, _ in RUN_COUNTERS:  # the mirrors' counters add up to the run's figures
+        assert sum(v for (n, _labels), v in got.items() if n == name) == getattr(stats, attr)
+    assert ("lakecdc_changes_applied_total", ()) not in got  # no unlabelled total: sum by mirror
     assert got[("lakecdc_gold_batches_total", ())] == 2 and got[("lakecdc_changes_waiting", ())] == 3
     assert got[("lakecdc_gold_step_seconds_total", (("step", "write"),))] == 3.0
     assert got[("lakecdc_gold_step_spark_jobs_total", (("step", "write"),))] == 8
     assert got[("lakecdc_mirror_batches_written_total", (("mirror", "db.t"),))] == 2
     assert [p.name for p in tmp_path.iterdir()] == ["lakecdc.prom"]  # the temporary file was renamed over it
+
+
+def test_gold_stats_merge_their_mirrors_counts_without_sharing_them():
+    first, second = GoldStats(), GoldStats()
+    first.mirror("db.t").add(MirrorCounts(changes=3, applied=2, stale=1))
+    second.mirror("db.t").add(MirrorCounts(changes=1, quarantined=1))
+    second.mirror("db.u").add(MirrorCounts(changes=4, skipped=4))
+    run = GoldStats()
+    run.add(first)
+    run.add(second)
+    assert run.mirrors == {
+        "db.t": MirrorCounts(changes=4, applied=2, stale=1, quarantined=1),
+        "db.u": MirrorCounts(changes=4, skipped=4),
+    }
+    assert run.mirrors_total == MirrorCounts(changes=8, applied=2, stale=1, quarantined=1, skipped=4)
+    assert first.mirrors["db.t"] == MirrorCounts(changes=3, applied=2, stale=1)  # merged by value, not shared
+
+
+def test_the_metrics_server_answers_a_fresh_reading_and_404_elsewhere():
+    import urllib.error
+    import urllib.request
+
+    from prometheus_client import CollectorRegistry, Gauge
+
+    readings = []
+
+    def read():
+        registry = CollectorRegistry()
+        readings.append(1)
+        Gauge("lakecdc_readings", "Readings so far", registry=registry).set(len(readings))
+        return registry
+
+    server = start_metrics_server(read, port=0)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert server.server_address[0] == "127.0.0.1"
+        for n in (1, 2):
+            with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
+                assert response.status == 200 and response.headers["Content-Type"].startswith("text/plain")
+                assert _samples(response.read().decode())[("lakecdc_readings", ())] == n  # read afresh
+        try:
+            urllib.request.urlopen(f"{url}/other", timeout=30)
+            raise AssertionError("a path other than /metrics answered")
+        except urllib.error.HTTPError as err:
+            assert err.code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_the_metrics_command_line():
