@@ -28,9 +28,12 @@ Staleness is judged against one setting, each source's ``freshness`` (default 1 
 sources only: complete up to the oldest of its sources' newest change or heartbeat, or, while changes wait
 for it, up to the oldest of those.
 
-Every figure comes from a few Spark jobs for the whole warehouse, not a few per mirror: one scan of the
-mirrors' lineage columns together (a ``UNION ALL``), one aggregation each of ``dq_results``, quarantine,
-key state and pending changes (docs/operations.md says how long it takes over 200 mirrors).
+Every figure comes from a few Spark jobs for the whole warehouse, not a few per mirror: one aggregation
+each of key state, pending changes, progress, ``dq_results``, quarantine and bronze's queue positions, and
+each mirror's properties from its Delta log. A mirror's rows are read only where gold's state does not hold
+its figures (no key, ``deletes: soft``, changes waiting, :mod:`pipelines.status_mirrors` says which): one
+scan of those mirrors' lineage columns together (a ``UNION ALL``). docs/operations.md says how long it
+takes over 200 mirrors.
 
 Longer than 420 lines because it is two reports (sources, mirrors), each gathered and rendered.
 """
@@ -49,8 +52,19 @@ from pipelines.export import mirror_refs
 from pipelines.kafka_offsets import KafkaProbe
 from pipelines.quarantine import unresolved_quarantine
 from pipelines.silver import last_seen
-from pipelines.status_mirrors import MirrorStatus, age, iso, key_facts, last_dq, lineages, mirror_status
-from pipelines.warehouse import Warehouse
+from pipelines.status_mirrors import (
+    MirrorStatus,
+    age,
+    counted,
+    iso,
+    key_facts,
+    last_dq,
+    lineages,
+    mirror_metadata,
+    mirror_status,
+    origins,
+)
+from pipelines.warehouse import Warehouse, state_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -83,6 +97,7 @@ class Status:
     mirrors: list[MirrorStatus]
     breaches: list[str] = field(default_factory=list)
     consistent: list[dict] = field(default_factory=list)  # pipelines.consistent.status_points
+    scanned: list[str] = field(default_factory=list)  # the mirrors whose rows were read (not in --json)
 
     @property
     def ok(self) -> bool:
@@ -132,15 +147,21 @@ def collect_status(
         status.quarantined = sum(n for (stage, src, _db, _t), n in quarantine.items() if src == source.name)
         sources.append(status)
     refs = mirror_refs(spark, wh)
-    lineage = lineages(spark, refs)
-    keys = key_facts(spark, wh)
+    meta = mirror_metadata(spark, refs)
+    kept = {state_key(refs[n]): c for n, (props, cols) in meta.items() if (c := counted(props, cols)) is not None}
+    keys = key_facts(spark, wh, kept, origins(spark, wh) if kept else None)
+    lineage = {n: f.lineage for n, ref in refs.items() if (f := keys.get(state_key(ref))) and f.lineage}
+    scanned = {n: ref for n, ref in refs.items() if n not in lineage}
+    lineage.update(lineages(spark, scanned))
     dq = last_dq(spark, wh)
     mirrors = []
     for name, ref in sorted(refs.items()):
-        m, since = mirror_status(spark, cfg, wh, name, ref, lineage.get(name), quarantine, keys, dq.get(name), now)
+        m, since = mirror_status(
+            spark, cfg, wh, name, ref, meta[name], lineage.get(name), quarantine, keys, dq.get(name), now
+        )
         _judge(m, cfg, seen, thresholds, now, since)
         mirrors.append(m)
-    status = Status(iso(now), cfg.origin, thresholds, sources, mirrors)
+    status = Status(iso(now), cfg.origin, thresholds, sources, mirrors, scanned=sorted(scanned))
     status.breaches = breaches(status, thresholds)
     status.consistent = status_points(spark, wh)
     return status

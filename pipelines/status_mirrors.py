@@ -1,13 +1,34 @@
 """The mirrors' half of ``lakecdc status`` (:mod:`pipelines.status`): every mirror's figures from a few Spark
-jobs for the whole warehouse: one scan of the mirrors' lineage columns together (a ``UNION ALL`` grouped by
-mirror), one aggregation each of ``dq_results``, key state and gold's pending changes.
+jobs for the whole warehouse, without reading the mirrors where gold's own state holds the same figure.
+
+Read once each, for all mirrors:
+
+* gold's key state (``keys``, :mod:`pipelines.gold.state`), one aggregation: per mirror its tombstones (keys
+  whose newest state is deleted) and, for a mirror with a key, its **rows** (keys whose newest state is live
+  and still counts as gold counts it, :func:`pipelines.gold.decide.with_key_state`: not from before the
+  mirror was made again, ``lakecdc.key_state_since``, nor covered by its TRUNCATE, ``lakecdc.truncated_seq``),
+  its **newest change** (``seq``, ``queue_pos``, ``event_time`` of the newest of those rows or tombstones)
+  and its **sources** (a live key's last change's queue position, ``<file>#<line>`` or ``<topic>:<partition>:
+  <offset>``, names its file or partition: the source of bronze's rows there, one aggregation of bronze);
+* ``pending`` and ``progress``: what waits for each mirror; ``dq_results``: the newest result of each check;
+* each mirror's table properties and schema (its Delta log's metadata: no data file is read).
+
+A mirror's own rows are scanned (one ``UNION ALL`` of the lineage columns of all such mirrors, grouped by
+mirror) only where nothing else holds its figures: a mirror without a key (a multiset: key state has no
+rows of it), a ``deletes: soft`` mirror (its soft-deleted rows are counted in the mirror alone, and its
+deleted keys stay as rows), a mirror not yet in key state (written before it, not adopted), a mirror with
+changes waiting for its next merge (key state already holds what they leave), and a mirror with a row whose
+file or partition is not one source's alone in bronze (a replay's, or two sources over one directory).
+
+A batch writes key state and its mirrors side by side: at rest they agree (while one writes, or failed until
+its retry, its keys can count before its mirror holds them).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,13 +36,20 @@ from pipelines.config import PipelineConfig
 from pipelines.gold.due import Budget, Waiting, due_reason
 from pipelines.gold.identity import SOURCE_IDENTITY_PROPERTY
 from pipelines.gold.plan import table_config
-from pipelines.gold.state import CHANGE_IDENTITY, KEY_STATE_PROPERTY, GoldState
+from pipelines.gold.state import CHANGE_IDENTITY, KEY_STATE_PROPERTY, GoldState, state_since
+from pipelines.gold.truncate import TRUNCATED_SEQ_PROPERTY
+from pipelines.layout import SOFT_DELETE_COLUMNS
 from pipelines.mirror_columns import table_properties
+from pipelines.mirror_key import key_of
 from pipelines.quality.storage import dq_results_ref
+from pipelines.sql import q
 from pipelines.warehouse import TableRef, Warehouse, state_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+#: The column that marks a ``deletes: soft`` mirror's deleted rows.
+SOFT_DELETED = SOFT_DELETE_COLUMNS[0]
 
 
 @dataclass
@@ -49,6 +77,17 @@ class MirrorStatus:
 
 
 @dataclass
+class _Lineage:
+    """What a mirror's rows say (a scan of its lineage columns, or key state): rows, soft-deleted rows,
+    sources, newest change."""
+
+    rows: int = 0
+    soft_deleted: int | None = None
+    sources: tuple[str, ...] = ()
+    newest: tuple[str | None, str | None, float | None] | None = None
+
+
+@dataclass
 class _Waiting:
     """A mirror's changes in gold's ``pending`` table after the batch it is applied through."""
 
@@ -65,17 +104,64 @@ class _KeyFacts:
     tombstones: int = 0
     last_deleted: tuple[str | None, str | None, float | None] | None = None  # seq, queue_pos, event time
     pending: _Waiting | None = None
+    lineage: _Lineage | None = None  # its rows, sources and newest row from key state (None: not known there)
 
 
-def key_facts(spark: SparkSession, wh: Warehouse) -> dict[str, _KeyFacts]:
-    """Per mirror (state key): its deleted keys and the changes waiting for it (:mod:`pipelines.gold.state`):
-    one aggregation of key state, one of the pending changes, one of progress."""
+@dataclass(frozen=True)
+class Counted:
+    """Which key state rows of a mirror with a key stand for its rows, as gold counts them
+    (:func:`pipelines.gold.decide.with_key_state`)."""
+
+    since: int | None  # the batch the mirror was made in (``lakecdc.key_state_since``; -1: adopted)
+    truncated_seq: str  # its highest TRUNCATE's sequence (``lakecdc.truncated_seq``; "": none)
+
+
+def counted(props: Mapping[str, str], columns: Sequence[str]) -> Counted | None:
+    """How key state counts a mirror's rows, or None where it cannot: no key, ``deletes: soft`` (its deleted
+    keys stay as rows), or not yet in key state."""
+    since = state_since(dict(props))
+    if not key_of(props) or SOFT_DELETED in columns or since is None:
+        return None
+    return Counted(since, props.get(TRUNCATED_SEQ_PROPERTY, ""))
+
+
+def _origin(position: str) -> str:
+    """SQL: a queue position's file or Kafka partition (``<file>#<line>``, ``<topic>:<partition>:<offset>``
+    less the last field)."""
+    return f"regexp_replace({position}, '[#:][0-9]+$', '')"
+
+
+def origins(spark: SparkSession, wh: Warehouse) -> DataFrame | None:
+    """Per file or Kafka partition in bronze (:func:`_origin` of ``queue_pos``): its source, and how many
+    sources it has (one aggregation of bronze's ``queue_pos`` and ``source``)."""
+    from pyspark.sql import functions as F
+
+    if not wh.bronze.exists(spark):
+        return None
+    return (
+        wh.bronze.read(spark)
+        .select(F.expr(_origin("queue_pos")).alias("origin"), "source")
+        .groupBy("origin")
+        .agg(F.min("source").alias("origin_source"), F.countDistinct("source").alias("origin_sources"))
+    )
+
+
+def key_facts(
+    spark: SparkSession,
+    wh: Warehouse,
+    mirrors: Mapping[str, Counted] | None = None,
+    positions: DataFrame | None = None,
+) -> dict[str, _KeyFacts]:
+    """Per mirror (state key): its deleted keys and the changes waiting for it (:mod:`pipelines.gold.state`),
+    and for ``mirrors`` (state key → how its rows are counted) its rows, sources and newest row where key
+    state and bronze's ``positions`` (:func:`origins`) tell them: one aggregation of key state, one of the
+    pending changes, one of progress."""
     from pyspark.sql import functions as F
 
     state = GoldState(wh)
     if not state.keys.exists(spark):
         return {}
-    facts = {m: _KeyFacts(n, last) for m, (n, last) in state.deleted_keys(spark).items()}
+    facts = _key_rows(spark, state, dict(mirrors or {}), positions)
     if not state.pending.exists(spark):
         return facts
     through = state.progress_now(spark) if state.progress.exists(spark) else {}
@@ -100,21 +186,70 @@ def key_facts(spark: SparkSession, wh: Warehouse) -> dict[str, _KeyFacts]:
         w.oldest = _min(w.oldest, r["oldest"])
         w.since = _min(w.since, r["since"])
         w.sources |= {s for s in r["sources"] if s}
+    for f in facts.values():
+        if f.pending is not None:
+            f.lineage = None  # key state holds what its waiting changes leave, the mirror not yet
     return facts
+
+
+def _key_rows(
+    spark: SparkSession, state: GoldState, mirrors: dict[str, Counted], positions: DataFrame | None
+) -> dict[str, _KeyFacts]:
+    """One aggregation of every key's newest state: per mirror its tombstones and newest delete, and for
+    ``mirrors`` its live keys that count, their sources (``positions``) and the newest of them."""
+    from pyspark.sql import functions as F
+
+    newest = F.max_by(F.struct("seq", "live", "batch", "queue_pos", "event_time"), F.struct("batch", "written"))
+    keys = state.keys.read(spark).groupBy("mirror", "k").agg(newest.alias("s")).select("mirror", "s.*")
+    wanted = [(m, c.since if c.since is not None and c.since > 0 else None, c.truncated_seq or None)
+              for m, c in sorted(mirrors.items())]  # fmt: skip
+    counts = "false"
+    if wanted:
+        marks = spark.createDataFrame(wanted, "mirror STRING, since BIGINT, truncated STRING")
+        keys = keys.join(F.broadcast(marks.withColumn("wanted", F.lit(True))), "mirror", "left")
+        counts = "live AND coalesce(wanted, false) AND coalesce(batch >= since, true) AND "
+        counts += "NOT coalesce(seq <= truncated, false)"
+    if positions is not None and wanted:
+        keys = keys.withColumn("origin", F.expr(_origin("queue_pos"))).join(positions, "origin", "left")
+    else:
+        keys = keys.withColumn("origin_source", F.lit(None).cast("string")).withColumn("origin_sources", F.lit(0))
+    keys = keys.withColumn("counts", F.expr(counts)).withColumn("known", F.expr("coalesce(origin_sources = 1, false)"))
+    row = F.struct("seq", "queue_pos", (F.unix_micros("event_time") / 1e6).alias("t"))
+    order = F.struct("event_time", "queue_pos")
+    rows = (
+        keys.groupBy("mirror")
+        .agg(
+            F.count_if(~F.col("live")).alias("tombstones"),
+            F.max_by(row, F.when(~F.col("live"), order)).alias("last_deleted"),
+            F.count_if("counts").alias("rows"),
+            F.max_by(row, F.when(F.col("counts"), order)).alias("newest"),
+            F.collect_set(F.when(F.col("counts") & F.col("known"), F.col("origin_source"))).alias("sources"),
+            F.count_if(F.col("counts") & ~F.col("known")).alias("unknown"),
+        )
+        .collect()
+    )
+    out = {}
+    for r in rows:
+        f = out[r["mirror"]] = _KeyFacts(r["tombstones"], _row(r["last_deleted"]) if r["tombstones"] else None)
+        if r["mirror"] in mirrors and not r["unknown"]:
+            f.lineage = _Lineage(r["rows"], None, tuple(sorted(s for s in r["sources"] if s)), _row(r["newest"]))
+    for m in mirrors:  # a mirror with a key and no key state row holds no row
+        if m not in out:
+            out[m] = _KeyFacts(lineage=_Lineage())
+    return out
+
+
+def _row(r: Any) -> tuple[str | None, str | None, float | None] | None:
+    return (r["seq"], r["queue_pos"], r["t"]) if r is not None else None
 
 
 def _min(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-@dataclass
-class _Lineage:
-    """What one scan of a mirror's lineage columns says: rows, soft-deleted rows, sources, newest change."""
-
-    rows: int = 0
-    soft_deleted: int | None = None
-    sources: tuple[str, ...] = ()
-    newest: tuple[str | None, str | None, float | None] | None = None
+def mirror_metadata(spark: SparkSession, refs: Mapping[str, TableRef]) -> dict[str, tuple[dict[str, str], tuple]]:
+    """Per mirror: its table properties and its columns, from its Delta log's metadata (no data file read)."""
+    return {name: (table_properties(spark, ref), tuple(ref.read(spark).columns)) for name, ref in refs.items()}
 
 
 def lineages(spark: SparkSession, refs: Mapping[str, TableRef]) -> dict[str, _Lineage]:
@@ -129,11 +264,11 @@ def lineages(spark: SparkSession, refs: Mapping[str, TableRef]) -> dict[str, _Li
         def col(name: str, sql_type: str, cols: set[str] = cols) -> str:
             return f"CAST({name} AS {sql_type})" if name in cols else f"CAST(NULL AS {sql_type})"
 
-        soft = "_deleted" in cols
+        soft = SOFT_DELETED in cols
         parts.append(
             f"SELECT {i} AS m, {col('_source', 'STRING')} AS src, {col('_seq', 'STRING')} AS seq, "
             f"{col('_queue_pos', 'STRING')} AS qp, {col('_event_time', 'TIMESTAMP')} AS t, "
-            f"{'_deleted' if soft else 'CAST(NULL AS BOOLEAN)'} AS del, {str(soft).upper()} AS soft FROM {ref.sql}"
+            f"{q(SOFT_DELETED) if soft else 'CAST(NULL AS BOOLEAN)'} AS del, {str(soft).upper()} AS soft FROM {ref.sql}"
         )
     if not parts:
         return {}
@@ -169,17 +304,20 @@ def mirror_status(
     wh: Warehouse,
     name: str,
     ref: TableRef,
+    meta: tuple[Mapping[str, str], Sequence[str]],
     lineage: _Lineage | None,
     quarantine: Mapping[tuple, int],
     keys: Mapping[str, _KeyFacts],
     dq: dict[str, Any] | None,
     now: float,
 ) -> tuple[MirrorStatus, float | None]:
-    """The mirror's figures, and the source commit time of its oldest waiting change (None: nothing waits)."""
-    lineage = lineage or _Lineage(soft_deleted=0 if "_deleted" in ref.read(spark).columns else None)
-    props = table_properties(spark, ref)
+    """The mirror's figures (``meta``: its properties and columns, :func:`mirror_metadata`; ``lineage``: what
+    key state or a scan says of its rows), and the source commit time of its oldest waiting change (None:
+    nothing waits)."""
+    props, columns = meta
+    lineage = lineage or _Lineage(soft_deleted=0 if SOFT_DELETED in columns else None)
     facts = keys.get(state_key(ref))
-    if facts is not None or KEY_STATE_PROPERTY in props:
+    if (facts is not None and (facts.tombstones or facts.pending)) or KEY_STATE_PROPERTY in props:
         tombstones, deleted = (facts.tombstones, facts.last_deleted) if facts else (0, None)
     else:  # a mirror written before key state, not adopted yet: its tombstones table
         tomb_ref = wh.side_of(ref, "tombstones")
