@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
+# long (make test-all): two demo runs, local and on the cluster, cost about six minutes on 2 cores; CI's slice of
+# "it runs distributed too" is the Spark Connect e2e test (tests/e2e/test_spark_connect.py)
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHANGES = 150  # enough for every op, DDL and quarantine of the demo; small for 2 cores

@@ -261,6 +261,7 @@ def _model(lines: list[str]) -> dict[str, list[dict]]:
     return {t: model.rows(t) for t in model.tables()}
 
 
+@pytest.mark.long  # make test-all and make fuzz: a pipeline run per example; CI runs test_each_class_once
 @pytest.mark.skipif(os.environ.get("LAKECDC_SKIP_SLOW") == "1", reason="a pipeline run per example")
 @settings(
     max_examples=EXAMPLES,

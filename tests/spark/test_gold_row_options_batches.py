@@ -243,6 +243,7 @@ def test_row_options_leave_the_same_mirrors_and_counts_in_one_two_or_many_batche
     _run_splits(spark, data, truncate=False, shards_differ=False)
 
 
+@pytest.mark.long  # make test-all: CI runs the property over every row option above and test_gold_row_options' soft/shard cases
 @pytest.mark.skipif(os.environ.get("LAKECDC_SKIP_SLOW") == "1", reason="six gold batches per example")
 @PROPERTY
 @given(data=st.data())

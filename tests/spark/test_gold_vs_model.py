@@ -196,6 +196,7 @@ def test_rebuilding_silver_and_gold_from_bronze_gives_identical_tables(spark, ke
     assert snapshot() == before
 
 
+@pytest.mark.long  # make test-all: CI's shareplex case is in the shared every-format run
 def test_gold_equals_model_on_a_longer_shareplex_history(spark, tmp_path):
     """SharePlex partial updates over 55 changes in a replay of their own (the shared run has 30).
     Seed 23 moves id 15 → 14 by a partial update (data = {"id": "14"}): the minimal case is below."""
