@@ -41,7 +41,7 @@ from pipelines.gold.soft import is_soft
 from pipelines.gold.state import LATER, GoldState, Pending, adopt_mirror
 from pipelines.gold.steps import StepClock
 from pipelines.gold.type_mapping import map_batch_types
-from pipelines.gold.where import filtered, where_refusals
+from pipelines.gold.where import filtered, skipped_per_table, where_refusals
 from pipelines.quality.batch import QualityFailure, check_batch, typed_changes
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import change_check_rows
@@ -252,7 +252,7 @@ class BatchPass:
         self.checked = kept(self._batch_expectations(checked))
         good, skipped = filtered(self.checked.where("reason IS NULL"), self.plans)  # tables.<name>.where
         if skipped is not None:
-            self.skipped = _skipped_per_table(skipped)  # into the stats per table (_count)
+            self.skipped = skipped_per_table(skipped)  # into the stats per table (_count)
         keyed = keyed_changes(good, self.lookups)
         wanted = keyed.select(F.col(MIRROR).alias("mirror"), "k").distinct()
         small = sum(p.profile.changes for p in self.plans.values()) <= BROADCAST_CHANGES
@@ -386,14 +386,6 @@ class BatchPass:
                 s.mirrors_total,
                 s.totals,
             )
-
-
-def _skipped_per_table(skipped: DataFrame) -> dict[str, int]:
-    """The changes a batch's filters skip, per source table, logged (one Spark job; where.count_skipped sums)."""
-    counts = {r[SOURCE_TABLE]: r["count"] for r in skipped.groupBy(SOURCE_TABLE).count().collect()}
-    for table, n in counts.items():
-        log.info("gold: %s: %d changes outside its where: skipped", table, n)
-    return counts
 
 
 def micros_to_seconds(micros: int | None) -> float | None:

@@ -171,10 +171,9 @@ def _filtered(good: DataFrame, filters: Mapping[str, tuple[str, Mapping[str, str
     return kept.select(*columns), skipped
 
 
-def count_skipped(skipped: DataFrame) -> int:
-    """The changes a batch's filters skip, logged per source table (one Spark job)."""
-    total = 0
-    for r in skipped.groupBy(SOURCE_TABLE).count().collect():
-        log.info("gold: %s: %d changes outside its where: skipped", r[SOURCE_TABLE], r["count"])
-        total += r["count"]
-    return total
+def skipped_per_table(skipped: DataFrame) -> dict[str, int]:
+    """The changes a batch's filters skip, per source table, logged (one Spark job)."""
+    counts = {r[SOURCE_TABLE]: r["count"] for r in skipped.groupBy(SOURCE_TABLE).count().collect()}
+    for table, n in counts.items():
+        log.info("gold: %s: %d changes outside its where: skipped", table, n)
+    return counts
