@@ -69,6 +69,7 @@ def test_two_topics_three_partitions_duplicates_poison_and_a_restart(kafka_broke
     assert summary.applied > 0
 
 
+@pytest.mark.long  # make test-all: a continuous run of its own (CI: the run until caught up, restarted)
 def test_continuous_run_picks_up_what_is_produced_while_it_runs(kafka_broker, spark, tmp_path):
     keyed = generate_keyed(60, seed=9)
     topics = {source: kafka_broker.unique_topic(source, partitions=3) for source in keyed}

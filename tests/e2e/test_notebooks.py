@@ -79,6 +79,7 @@ def test_the_notebooks_are_databricks_source_notebooks():
         assert markdown, f"{path.name}: no markdown cell"
 
 
+@pytest.mark.long  # make test-all: the demo warehouse and every notebook on it cost minutes on 2 cores (CI checks their shape)
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_notebook_runs_on_the_demo_warehouse(runs, notebook):
     run = runs(notebook.stem)  # raises NotebookError naming the cell on any error
@@ -88,6 +89,7 @@ def test_every_notebook_runs_on_the_demo_warehouse(runs, notebook):
             assert len(shown.value.columns), f"{notebook.name} cell {shown.cell} displayed no columns"
 
 
+@pytest.mark.long  # make test-all: the demo warehouse and every notebook on it cost minutes on 2 cores (CI checks their shape)
 def test_mirrors_show_real_row_counts_freshness_and_lag(spark, demo, runs):
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
@@ -124,6 +126,7 @@ def test_mirrors_show_real_row_counts_freshness_and_lag(spark, demo, runs):
     assert len(run.figures()) == 1 and run.figures()[0].value.startswith(PNG)
 
 
+@pytest.mark.long  # make test-all: the demo warehouse and every notebook on it cost minutes on 2 cores (CI checks their shape)
 def test_quarantine_by_reason_matches_the_quarantine_table(spark, demo, runs):
     run = runs("quarantine")
     rows = demo.silver("quarantine").read(spark).groupBy("stage", "reason").count().collect()
@@ -144,6 +147,7 @@ def _keys(frame, key):
     return {tuple(str(v) for v in row) for row in frame[list(key)].itertuples(index=False)}
 
 
+@pytest.mark.long  # make test-all: the demo warehouse and every notebook on it cost minutes on 2 cores (CI checks their shape)
 @pytest.mark.parametrize("widgets", [{}, {"mirror": "inventory.stock", "version": "0"}], ids=["default", "v0"])
 def test_time_travel_and_change_data_feed_of_a_mirror(spark, demo, runs, widgets):
     from delta.tables import DeltaTable
@@ -182,6 +186,7 @@ def test_time_travel_and_change_data_feed_of_a_mirror(spark, demo, runs, widgets
     assert len(differ), "nothing changed between the versions compared: the demo should change every mirror"
 
 
+@pytest.mark.long  # make test-all: the demo warehouse and every notebook on it cost minutes on 2 cores (CI checks their shape)
 def test_data_quality_over_time_with_plots(spark, demo, runs):
     from pyspark.sql import functions as F
 
@@ -235,6 +240,7 @@ def _register(spark, demo, catalog: str, layered: bool) -> str:
     return ", ".join(schemas)
 
 
+@pytest.mark.long  # make test-all: the demo warehouse and every notebook on it cost minutes on 2 cores (CI checks their shape)
 @pytest.mark.parametrize(
     "layered",
     [False, pytest.param(True, marks=pytest.mark.long)],  # CI's slice: one schema (test_catalog_layers runs both)
