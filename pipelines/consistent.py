@@ -21,7 +21,9 @@ one with ``mirror`` NULL that carries the source's marks. A mirror made after a 
 as of that point it did not exist (version -1: no rows).
 
 The point advances once per record (after each run's gold stage): a run that always stops in the middle of
-a transaction keeps the point where it was. Checking reads only what arrived since the last point (silver
+a transaction keeps the point where it was. A record that would say what the newest one says (the same
+versions and ``complete_up_to`` to the second, or the same transaction holding it back) is not written: a run
+or replay that changed nothing commits nothing. Checking reads only what arrived since the last point (silver
 rows with a newer ``ingest_time``: file statistics skip the older files).
 """
 
@@ -225,8 +227,12 @@ def record_point(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse) -> lis
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     rows, lines = [], []
     for source in since:
+        last = points.get(source)
         if source in held:
             txn, detail = held[source]
+            if last is not None and (last.held_by, last.held_detail) == (txn, detail):
+                lines.append(f"consistent point of {source}: still held back by transaction {txn} ({detail})")
+                continue  # recorded already: a run that changed nothing commits nothing
             rows.append((source, None, None, None, None, None, now, txn, detail))
             lines.append(f"consistent point of {source}: held back by transaction {txn} ({detail})")
             continue
@@ -238,11 +244,13 @@ def record_point(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse) -> lis
         for name in (points.get(source) or Point(source)).versions:
             if name in refs:
                 members.setdefault(name, refs[name])
+        versions = {name: current_version(spark, mref) for name, mref in sorted(members.items())}
+        if last is not None and last.held_by is None and (last.complete_up_to, last.versions) == (_iso(upto), versions):
+            lines.append(f"consistent point of {source}: unchanged, complete up to {_iso(upto)}")
+            continue  # the newest point already says this: a run that changed nothing commits nothing
         rows.append((source, None, None, None, upto, through, now, None, None))
         for name, mref in sorted(members.items()):
-            rows.append(
-                (source, name, mref.path or mref.name, current_version(spark, mref), upto, through, now, None, None)
-            )
+            rows.append((source, name, mref.path or mref.name, versions[name], upto, through, now, None, None))
         lines.append(f"consistent point of {source}: {len(members)} mirrors, complete up to {_iso(upto)}")
     if rows:
         ref.save(spark.createDataFrame(rows, CONSISTENT_DDL).write.format("delta").mode("append"))
