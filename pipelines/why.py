@@ -234,6 +234,7 @@ class KeyStateRow:
     queue_pos: str | None
     live: bool
     written: dt.datetime
+    img_seq: str | None = None  # a tombstone's: the sequence of the values its soft-deleted row holds
 
 
 @dataclass
@@ -291,11 +292,15 @@ def decide(
                 **_last(change, keys, waited)}  # fmt: skip
     seq, order = change["seq"], (change["seq"] or "", change["queue_pos"] or "")
     before: str | None = None
+    held_img: str | None = None  # the sequence of the values a soft-deleted row held before
     for row in keys:
         if row.written < change["ingest_time"]:
-            before = row.seq  # decided before the change arrived: the state its batch found
+            before, held_img = row.seq, row.img_seq  # decided before the change arrived: the state its batch found
             continue
         if before is not None and seq is not None and seq < before:
+            if not row.live and row.img_seq is not None and held_img is not None and held_img < seq <= row.img_seq:
+                # late, older than the soft DELETE: it gave the deleted row its values (gold.decide, buried)
+                return {"status": "applied", "batch": row.batch, "under_delete_seq": before}
             return {"status": "stale", "against_seq": before}
         if (row.seq or "", row.queue_pos or "") >= order:
             return {"status": "applied", "batch": row.batch, **_last(change, keys, row.batch)}
@@ -354,7 +359,9 @@ def explain_key(
         found = timed("key state", lambda: state.keys.read(spark).where(mine).collect())
         newest: dict[int, KeyStateRow] = {}
         for r in sorted(found, key=lambda r: r["written"]):
-            newest[int(r["batch"])] = KeyStateRow(int(r["batch"]), r["seq"], r["queue_pos"], r["live"], r["written"])
+            newest[int(r["batch"])] = KeyStateRow(
+                int(r["batch"]), r["seq"], r["queue_pos"], r["live"], r["written"], r["img_seq"]
+            )
         keys = [newest[b] for b in sorted(newest)]
         compacted_at = timed("key state history", lambda: _compacted_at(spark, state.keys))
         waited = timed("pending", lambda: state.pending.read(spark).where(mine).collect())
@@ -425,6 +432,8 @@ def render(report: WhyReport) -> str:
                 what += f" (waited since batch {d['waited_since_batch']})"
             if d.get("last") is False:
                 what += f", folded before seq {d['batch_seq']}"
+            if d.get("under_delete_seq") is not None:
+                what += f", to the row its later DELETE (seq {d['under_delete_seq']}) keeps marked"
             if c["mirror_version"] is not None:
                 what += f" -> mirror version {c['mirror_version']} ({c['version_time']})"
         elif what == "stale":

@@ -34,7 +34,7 @@ from pipelines.gold.soft import is_soft
 from pipelines.sql import EMPTY_MAP, PARTIAL_SQL, ROW_AFTER_SQL, ROW_IMAGE_SQL, lit
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 #: A change's columns the fold, the pending table and the history read (:data:`pipelines.gold.state.PENDING_DDL`).
 FOLD_FIELDS = ("op", "seq", "queue_pos", "event_time", "source", "format", "bronze_position", "ingest_time")
@@ -169,14 +169,30 @@ def with_key_state(rows: DataFrame, state: DataFrame, plans: Mapping[str, TableP
         valid.append(f"NOT coalesce(s_seq <= element_at({map_sql(truncated, 'string')}, mirror), false)")
     counted = state.where(" AND ".join(valid)).withColumnRenamed("mirror", MIRROR)
     joined = rows.join(F.broadcast(counted) if small else counted, [MIRROR, "k"], "left")
-    stale = "seq < s_seq"
-    if truncated:
-        stale += f" OR seq < coalesce(element_at({map_sql(truncated, 'string')}, {MIRROR}), '')"
-    superseded = _superseded(plans)
-    if superseded:
-        stale += f" OR {superseded}"
-    return joined.withColumn("stale", F.expr(f"coalesce({stale}, false)")).withColumn(
-        "prev_live", F.coalesce("s_live", F.lit(False))
+    truncate_stale = f"seq < coalesce(element_at({map_sql(truncated, 'string')}, {MIRROR}), '')" if truncated else ""
+    stale = " OR ".join(filter(None, ("seq < s_seq", truncate_stale, _superseded(plans))))
+    buried = _buried(plans, f"NOT coalesce({truncate_stale}, false)" if truncate_stale else "true")
+    tomb = "named_struct('seq', s_seq, 'event_time', s_event_time, 'queue_pos', s_queue_pos)"
+    return (
+        joined.withColumn("buried", F.expr(buried))
+        .withColumn("stale", F.expr(f"NOT buried AND coalesce({stale}, false)"))
+        .withColumn("tomb", F.expr(f"CASE WHEN buried THEN {tomb} END"))
+        .withColumn("prev_live", F.coalesce("s_live", F.lit(False)))
+    )
+
+
+def _buried(plans: Mapping[str, TablePlan], after_truncate: str) -> str:
+    """SQL: the change is an image (not a DELETE) of a ``deletes: soft`` key, older than the key's tombstone
+    but newer than the image its deleted row holds: it came late, across a batch boundary, and in sequence
+    order it came before the DELETE, so the row takes its values and stays deleted (one batch of the same
+    changes marks the row with them). It is applied, not stale. A tombstone an earlier version wrote
+    (``s_img_seq`` NULL) cannot tell, and a mirror with history keeps its versions: stale there, as before."""
+    soft = [lit(p.mirror) for p in plans.values() if p.keyed and is_soft(p.tc) and not p.history]
+    if not soft:
+        return "false"
+    return (
+        f"coalesce({MIRROR} IN ({', '.join(soft)}) AND op != 'DELETE' AND NOT s_live AND seq < s_seq "
+        f"AND seq > s_img_seq AND {after_truncate}, false)"
     )
 
 
@@ -261,7 +277,7 @@ def with_change_checks(rows: DataFrame, lookups: Lookups) -> DataFrame:
     first = F.row_number().over(Window.partitionBy(MIRROR, expected).orderBy(ORD)) == 1
     return rows.withColumn(
         "check_drift",
-        F.expr("probe AND op IN ('UPDATE', 'DELETE') AND (prev_seq IS NULL OR seq > prev_seq)") & first,
+        F.expr("probe AND NOT buried AND op IN ('UPDATE', 'DELETE') AND (prev_seq IS NULL OR seq > prev_seq)") & first,
     )
 
 
@@ -301,6 +317,8 @@ def fold_inputs(rows: DataFrame, batch_id: int, ignore_nulls: str = "false") -> 
         F.expr(f"coalesce({PARTIAL_SQL}, false) OR {ignore_nulls}").alias("partial"),
         F.expr("CASE WHEN s_live THEN s_vh END").alias("held"),
         *[F.col(c).cast("timestamp").alias(c) if c == "event_time" else c for c in FOLD_FIELDS],
+        "tomb",
+        F.expr("CASE WHEN s_live THEN s_seq ELSE s_img_seq END").alias("prior_img"),
     )
 
 
@@ -312,10 +330,14 @@ def key_state_rows(folded: DataFrame, lookups: Lookups, batch_id: int) -> DataFr
     from pyspark.sql import functions as F
 
     hashes = lookups.value_hashes("st.img", mirror_sql="mirror")
+
+    def last(field: str) -> Column:  # a buried key keeps its tombstone's
+        return F.expr(f"CASE WHEN buried THEN tomb.{field} ELSE last.{field} END").alias(field)
+
     return folded.select(
         "mirror",
         "k",
-        F.col("last.seq").alias("seq"),
+        last("seq"),
         F.col("st.live").alias("live"),
         F.expr(
             f"CASE WHEN NOT st.live THEN NULL WHEN st.full THEN {hashes} "
@@ -323,6 +345,7 @@ def key_state_rows(folded: DataFrame, lookups: Lookups, batch_id: int) -> DataFr
         ).alias("vh"),
         F.lit(batch_id).cast("bigint").alias("batch"),
         F.current_timestamp().alias("written"),
-        F.col("last.queue_pos").alias("queue_pos"),
-        F.col("last.event_time").alias("event_time"),
+        last("queue_pos"),
+        last("event_time"),
+        F.expr("CASE WHEN NOT st.live THEN coalesce(img_seq, prior_img, '') END").alias("img_seq"),
     )

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 #: The state of a key before its first change.
 FOLD_START = f"named_struct('live', false, 'full', false, 'img', {EMPTY_MAP})"
+#: The tombstone a late change of a ``deletes: soft`` key lies under (:func:`pipelines.gold.decide.with_key_state`).
+TOMB_DDL = "STRUCT<seq: STRING, event_time: TIMESTAMP, queue_pos: STRING>"
+TOMB_FIELDS = ("seq", "event_time", "queue_pos")
 #: The structs of the folded state, by column name.
 VALUES, WRITTEN = "vals", "written"
 
@@ -92,32 +95,50 @@ def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k"), soft: I
     ``kimg``, whether the mirror held the key before the first of them (``first_prev_live``), the lineage
     columns of the last change (``last``), and where the rows have it, ``held``: the value hashes key state
     held for a live key (:func:`pipelines.gold.decide.key_state_rows`). ``soft``: the mirrors (state keys)
-    with ``deletes: soft``, whose DELETEs keep the row's image."""
+    with ``deletes: soft``, whose DELETEs keep the row's image. ``img_seq``: the sequence of the last image
+    (not a DELETE) among the changes; ``buried``: the key's changes all came before its soft tombstone
+    (``tomb``), so it stays deleted with their image (:func:`pipelines.gold.decide.with_key_state`)."""
     from pyspark.sql import functions as F
 
     held = [F.first("held", ignorenulls=True).alias("held")] if "held" in rows.columns else []
+    if "tomb" not in rows.columns:  # changes that are not the batch pass's fold inputs: none lies under one
+        rows = rows.withColumn("tomb", F.lit(None).cast(TOMB_DDL)).withColumn("prior_img", F.lit(None).cast("string"))
     per_key = rows.groupBy(*by).agg(
         F.collect_list(F.struct(*CHANGE_STRUCT)).alias("chs"),
         F.max_by("kimg", ORD).alias("kimg"),
         F.min_by("prev_live", ORD).alias("first_prev_live"),
         *held,
+        F.max("tomb").alias("tomb"),
+        F.first("prior_img", ignorenulls=True).alias("prior_img"),
     )
     ordered = f"array_sort(chs, {BY_ORD})"
     soft = sorted(soft)
     soft_sql = f"mirror IN ({', '.join(lit(m) for m in soft)})" if soft and "mirror" in by else "false"
-    return per_key.selectExpr(
+    folded = per_key.selectExpr(
         *by,
         "kimg",
         "first_prev_live",
         *(["held"] if held else []),
+        "tomb",
+        "prior_img",
         f"aggregate({ordered}, {FOLD_START}, (acc, c) -> {fold_step('acc', soft_sql)}) AS st",
         f"element_at({ordered}, -1) AS last",
+        f"try_element_at(filter({ordered}, c -> c.op != 'DELETE'), -1).seq AS img_seq",
+        "coalesce(last.seq < tomb.seq, false) AS buried",
     )
+    kept_deleted = "named_struct('live', false, 'full', st.full, 'img', st.img)"
+    return folded.withColumn("st", F.expr(f"CASE WHEN buried THEN {kept_deleted} ELSE st END"))
 
 
 def lineage_sql() -> list[str]:
-    """SQL of a folded key's lineage columns (its last change's; ``_op`` DELETE where the key ends deleted)."""
-    return [
-        ("CASE WHEN st.live THEN last.op ELSE 'DELETE' END" if name == "_op" else f"last.{source}") + f" AS {name}"
-        for name, source in LINEAGE_SOURCES
-    ]
+    """SQL of a folded key's lineage columns (its last change's; ``_op`` DELETE where the key ends deleted; a
+    buried key's sequence, queue position and event time its tombstone's, as the DELETE that marks it)."""
+
+    def column(source: str) -> str:
+        if source == "op":
+            return "CASE WHEN st.live THEN last.op ELSE 'DELETE' END"
+        if source in TOMB_FIELDS:
+            return f"CASE WHEN buried THEN tomb.{source} ELSE last.{source} END"
+        return f"last.{source}"
+
+    return [f"{column(source)} AS {name}" for name, source in LINEAGE_SOURCES]

@@ -78,7 +78,7 @@ def merge_source(folded: DataFrame, key: tuple[str, ...], shape: MirrorShape) ->
     values, written = state_structs("st", key, shape)
     return folded.selectExpr(
         f"{typed_key(key, shape)} AS k", "st.live AS live", f"{values} AS {VALUES}", f"{written} AS {WRITTEN}",
-        *lineage_sql(), "size(st.img) > 0 AS held_row",
+        *lineage_sql(), "size(st.img) > 0 AS held_row", "buried",
     )  # fmt: skip
 
 

@@ -15,7 +15,10 @@ What differs from hard deletes, and where:
   own time: :func:`soft_truncate_set`);
 * staleness, replays and late changes are decided by key state exactly as for hard deletes (a soft-deleted
   key is a deleted key there), so a late DELETE older than the key's last change is stale, and a replayed
-  batch sets rows to the same states;
+  batch sets rows to the same states; but an image older than a key's DELETE and newer than the image its
+  row holds (key state's ``img_seq``) came late across a batch boundary: it gives the deleted row its values,
+  which stays marked (inserted marked, where the DELETE found no row), as one batch of the same changes
+  leaves it (:func:`pipelines.gold.decide.with_key_state`, ``buried``);
 * a table without a key is refused (:func:`keyless_refusal`): every change of it goes to quarantine with
   the reason, since a deleted row of a multiset cannot be told from its live twin.
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from pipelines.layout import SOFT_DELETE_COLUMNS, SOFT_DELETE_DDL
+from pipelines.layout import LINEAGE_COLUMNS, SOFT_DELETE_COLUMNS, SOFT_DELETE_DDL
 from pipelines.sql import lit, q, timestamp_lit
 
 if TYPE_CHECKING:
@@ -72,10 +75,14 @@ def ensure_soft_columns(spark: SparkSession, ident: MirrorIdentity, existing: It
 
 def soft_clauses(update_set: dict[str, str], insert_values: dict[str, str]) -> list[tuple[str, str, dict[str, str]]]:
     """The MERGE clauses of a soft mirror, as (kind, condition, assignments): ``matched`` / ``not_matched``.
-    ``update_set`` and ``insert_values`` are a hard mirror's (data columns and lineage)."""
+    ``update_set`` and ``insert_values`` are a hard mirror's (data columns and lineage). A buried key (late
+    images older than its DELETE, :func:`pipelines.gold.fold.fold_per_key`) updates a marked row's values
+    only: its marks and lineage stay the DELETE's."""
     live = {q(DELETED): "false", q(DELETED_AT): "CAST(NULL AS TIMESTAMP)"}
     gone = {q(DELETED): "true", q(DELETED_AT): "s._event_time"}
+    lineage = {q(name) for name in LINEAGE_COLUMNS}
     return [
+        ("matched", "s.buried", {c: v for c, v in update_set.items() if c not in lineage}),
         ("matched", "s.live", {**update_set, **live}),
         ("matched", "NOT s.live", {**update_set, **gone}),
         ("not_matched", "s.live", {**insert_values, **live}),

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pipelines.gold.fold import TOMB_DDL
 from pipelines.gold.lookups import canonical_text
 from pipelines.gold.order import ORD_FIELDS
 from pipelines.layout import SYSTEM_COLUMNS
@@ -50,19 +51,19 @@ KEY_STATE_PROPERTY = "lakecdc.key_state_since"
 _ORD_DDL = "STRUCT<" + ", ".join(f"{name}: {t.upper()}" for name, t in ORD_FIELDS) + ">"
 KEYS_DDL = (
     "mirror STRING, k STRING, seq STRING, live BOOLEAN, vh MAP<STRING, BIGINT>, batch BIGINT, "
-    "written TIMESTAMP, queue_pos STRING, event_time TIMESTAMP"
+    "written TIMESTAMP, queue_pos STRING, event_time TIMESTAMP, img_seq STRING"
 )
 #: A change of a mirror that is not due, as the fold reads it (:mod:`pipelines.gold.fold`).
 PENDING_DDL = (
     f"mirror STRING, batch BIGINT, k STRING, kimg MAP<STRING, STRING>, prev_live BOOLEAN, ord {_ORD_DDL}, "
     "op STRING, after MAP<STRING, STRING>, partial BOOLEAN, seq STRING, queue_pos STRING, event_time TIMESTAMP, "
-    "source STRING, format STRING, bronze_position STRING, ingest_time TIMESTAMP"
+    f"source STRING, format STRING, bronze_position STRING, ingest_time TIMESTAMP, tomb {TOMB_DDL}, prior_img STRING"
 )
 PROGRESS_DDL = "mirror STRING, batch BIGINT, applied_at TIMESTAMP"
-KEYS_COLUMNS = ("mirror", "k", "seq", "live", "vh", "batch", "written", "queue_pos", "event_time")
+KEYS_COLUMNS = ("mirror", "k", "seq", "live", "vh", "batch", "written", "queue_pos", "event_time", "img_seq")
 PENDING_COLUMNS = (
     "mirror", "batch", "k", "kimg", "prev_live", "ord", "op", "after", "partial", "seq", "queue_pos",
-    "event_time", "source", "format", "bronze_position", "ingest_time",
+    "event_time", "source", "format", "bronze_position", "ingest_time", "tomb", "prior_img",
 )  # fmt: skip
 #: What names one change among pending rows (a retry appends the same change again).
 CHANGE_IDENTITY = ("mirror", "bronze_position", "ord")
@@ -94,27 +95,36 @@ class GoldState:
         )
 
     def ensure(self, spark: SparkSession) -> None:
+        from pyspark.sql.types import StructType
+
         for ref, ddl in ((self.keys, KEYS_DDL), (self.pending, PENDING_DDL), (self.progress, PROGRESS_DDL)):
             if not ref.exists(spark):
                 spark.sql(f"CREATE TABLE IF NOT EXISTS {ref.sql} ({ddl}) USING DELTA")
+                continue
+            have = set(ref.read(spark).columns)  # a warehouse an earlier version wrote: its new columns
+            fields = StructType.fromDDL(ddl).fields
+            added = [f"{f.name} {f.dataType.simpleString()}" for f in fields if f.name not in have]
+            if added:
+                spark.sql(f"ALTER TABLE {ref.sql} ADD COLUMNS ({', '.join(added)})")
 
     # ---------------------------------------------------------------- key state
 
     def key_state(self, spark: SparkSession, wanted: DataFrame, batch_id: int, small: bool = False) -> DataFrame:
         """Key state as batch ``batch_id`` finds it, for the (``mirror``, ``k``) pairs of ``wanted``:
-        ``s_seq``, ``s_live``, ``s_vh`` of the newest row of an earlier batch. ``small``: ``wanted`` is
-        broadcast (key state is not shuffled to meet it)."""
+        ``s_seq``, ``s_live``, ``s_vh`` of the newest row of an earlier batch, and a tombstone's ``s_img_seq``
+        (the sequence of the image a soft-deleted row holds), ``s_event_time`` and ``s_queue_pos``. ``small``:
+        ``wanted`` is broadcast (key state is not shuffled to meet it)."""
         from pyspark.sql import functions as F
 
         wanted = F.broadcast(wanted) if small else wanted
         rows = self.keys.read(spark).where(F.col("batch") < batch_id).join(wanted, ["mirror", "k"], "left_semi")
-        newest = F.max_by(F.struct("seq", "live", "vh", "batch"), F.struct("batch", "written"))
+        fields = ("seq", "live", "vh", "batch", "img_seq", "event_time", "queue_pos")
+        newest = F.max_by(F.struct(*fields), F.struct("batch", "written"))
         return (
             rows.groupBy("mirror", "k")
             .agg(newest.alias("s"))
-            .select("mirror", "k", F.col("s.seq").alias("s_seq"), F.col("s.live").alias("s_live"),
-                    F.col("s.vh").alias("s_vh"), F.col("s.batch").alias("s_batch"))
-        )  # fmt: skip
+            .select("mirror", "k", *[F.col(f"s.{f}").alias(f"s_{f}") for f in fields])
+        )
 
     def current_keys(self, spark: SparkSession) -> DataFrame:
         """Every key's newest state (``mirror``, ``k``, ``seq``, ``live``, ``vh``, ``queue_pos``,

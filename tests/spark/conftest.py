@@ -3,9 +3,11 @@
 CI's ``make test`` (``-m "not long"``) runs the slice: one test of each guarantee (gold equal to the reference
 model for every format, the 12-table SIGKILL test, a stage killed mid-run, a restart between deferral and apply, a
 retried batch, keyless multisets, truncates, every change applied, stale or quarantined, the row options over batch
-boundaries, a real Great Expectations run, status, why and the consistent read, quarantine replay and a one-table
-rebuild, Debezium's typed arrays). ``make test-all`` runs every test. On 2026-12-02 the whole suite took over 90
-minutes on the 2-core CI machine (a gold test about a minute), twice the last green run's 41, so CI runs the slice.
+boundaries (soft deletes whose DELETE comes a batch before older changes), a real Great Expectations run, status,
+why and the consistent read, quarantine replay and a one-table rebuild, Debezium's typed arrays; every change applied,
+stale or quarantined is the reference-model run's reconciliation). ``make test-all`` runs every test. On 2026-12-02 the whole suite took over 90
+minutes on the 2-core CI machine (a gold test about a minute), twice the last green run's 41, so CI runs the slice;
+the slice's CI took 2,800 s on 2026-12-02 with two more status tests and gold's accounting test, now long.
 """
 
 import pytest
@@ -19,7 +21,6 @@ CI_SLICE: dict[str, set[str] | None] = {
     "test_gold_semantics.py": {
         "test_a_table_without_a_key_is_a_multiset",
         "test_a_truncate_supersedes_the_tombstones_before_it_and_late_changes_stay_stale",
-        "test_every_change_of_a_batch_is_applied_stale_or_quarantined",
     },
     "test_gold_idempotence.py": None,
     "test_gold_parallel.py": {
@@ -36,7 +37,7 @@ CI_SLICE: dict[str, set[str] | None] = {
         "test_fail_raises_naming_table_rule_and_five_examples",
     },
     "test_gold_row_options.py": {
-        "test_soft_truncates_mark_the_same_rows_wherever_the_batch_boundary_falls",
+        "test_soft_deletes_give_the_model_mirror_when_a_delete_arrives_before_older_changes",
         "test_where_keeps_matching_rows_moves_rows_in_and_out_and_counts_the_rest_skipped",
         "test_shards_feed_one_mirror_keyed_by_source_table_and_clashes_are_refused",
     },
@@ -51,8 +52,6 @@ CI_SLICE: dict[str, set[str] | None] = {
     "test_status.py": {
         "test_every_figure_equals_what_the_tables_hold",
         "test_an_unread_landing_file_is_lag_and_a_breached_threshold_exits_1",
-        "test_progress_events_arrived_from_every_stage",
-        "test_export_and_dq_report_through_conf_equal_through_warehouse",
         "test_the_built_in_checks_through_conf_are_the_last_dq_run_status_shows",
     },
 }

@@ -5,7 +5,7 @@ fold must)."""
 from __future__ import annotations
 
 from pipelines.gold.decide import fold_inputs
-from pipelines.gold.fold import VALUES, WRITTEN, fold_per_key, struct_field
+from pipelines.gold.fold import TOMB_DDL, VALUES, WRITTEN, fold_per_key, struct_field
 from pipelines.gold.keyed import merge_source
 from pipelines.gold.lookups import MIRROR
 from pipelines.gold.order import with_order
@@ -38,6 +38,9 @@ def test_the_fold_names_every_column_however_hostile(spark):
         "false AS prev_live",
         "false AS s_live",
         "CAST(NULL AS map<string,bigint>) AS s_vh",
+        "CAST(NULL AS STRING) AS s_seq",
+        "CAST(NULL AS STRING) AS s_img_seq",
+        f"CAST(NULL AS {TOMB_DDL}) AS tomb",
         "*",  # a key the mirror never held
     )
     folded = merge_source(fold_per_key(fold_inputs(keyed, 0)), ("id",), MirrorShape(columns=columns))

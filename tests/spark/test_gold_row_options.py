@@ -136,6 +136,46 @@ def test_soft_truncates_mark_the_same_rows_wherever_the_batch_boundary_falls(spa
     ) and not rows[1]["_deleted"]  # fmt: skip
 
 
+def test_soft_deletes_give_the_model_mirror_when_a_delete_arrives_before_older_changes(spark, tmp_path):
+    """``deletes: soft`` when delivery puts a key's DELETE in an earlier batch than older changes of the key
+    (bronze files read one per batch, Kafka partitions): an image older than the DELETE and newer than what
+    the deleted row holds gives the row its values and leaves it marked; one inserted where the DELETE found
+    no row inserts it marked; one older than the row's image is stale; a change newer than the DELETE in the
+    same batch as late ones revives the row. The mirror is the model's (the changes in sequence order) and
+    the one a single batch gives; every change is applied, stale or quarantined."""
+
+    def image(key: int, a: str) -> dict:
+        return _row(key, a=a, b=f"b{a}", d=f"{key}.{int(a):02d}")
+
+    k1 = [change("INSERT", 1, after=image(1, "1")),
+          change("UPDATE", 3, before=image(1, "1"), after=image(1, "3")),
+          change("UPDATE", 5, before=image(1, "3"), after=image(1, "5")),
+          change("DELETE", 7, before=image(1, "5"))]  # fmt: skip
+    k2 = [change("INSERT", 2, after=image(2, "2")), change("DELETE", 4, before=image(2, "2")),
+          change("INSERT", 10, after=image(2, "10"))]  # fmt: skip
+    k3 = [change("INSERT", 6, after=image(3, "6")), change("DELETE", 8, before=image(3, "6")),
+          change("UPDATE", 9, before=image(3, "6"), after=image(3, "9"))]  # fmt: skip
+    batches = [
+        [k1[1], k1[3], k2[1], k3[1]],  # the DELETEs first: key 2's and key 3's find no row
+        [k1[2], k1[0], k2[0]],  # late: 5 and 1 under key 1's DELETE (1 older than 3), 2 under key 2's
+        [k1[0], k2[2], k3[0], k3[2]],  # 1 again (stale), key 2 revived, key 3's late insert and revive
+    ]
+    results = []
+    for name, split in (("one", [[c for b in batches for c in b]]), ("three", batches)):
+        gold = Gold(spark, tmp_path / name, deletes="soft")
+        stats = [gold.apply(b) for b in split]
+        assert sum(s.unaccounted for s in stats) == 0
+        results.append(_exported(gold))
+    assert results[0] == results[1] == expected(sorted(k1 + k2 + k3, key=lambda c: c.seq)), results
+    rows = {r["id"]: r for r in results[1]}
+    assert (rows[1]["a"], rows[1]["_deleted"], rows[1]["_deleted_at"]) == (
+        5,
+        True,
+        _instant("2023-11-14T22:13:20.007Z"),
+    )
+    assert (rows[2]["a"], rows[2]["_deleted"], rows[3]["a"], rows[3]["_deleted"]) == (10, False, 9, False)
+
+
 def test_tables_whose_options_cannot_apply_are_refused_to_quarantine_with_why(spark, tmp_path):
     """Soft deletes of a table without a key, a ``where`` and a ``computed`` expression naming an unknown
     column: each table's change goes to quarantine with the reason, naming the table and the expression;

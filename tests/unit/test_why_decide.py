@@ -58,3 +58,15 @@ def test_quarantined_waiting_and_undecided():
     assert decide(change("400", 1), [], {}, pending, [2, 5], None)["batch"] == 5  # applied by batch 5's merge
     assert decide(change("500", 1), [], {}, {}, [], None)["status"] == "undecided"
     assert decide(change("500", 1), [], {}, {}, [], at(5))["status"] == "compacted"
+
+
+def test_a_late_image_under_a_soft_delete_is_applied_to_the_marked_row():
+    """Gold (``deletes: soft``) applies an image older than the key's DELETE but newer than the values the
+    deleted row holds (key state's ``img_seq``); why says so, and one older than those values is stale."""
+    tomb = KeyStateRow(0, "700", "q", False, at(10), img_seq="300")
+    buried = KeyStateRow(1, "700", "q", False, at(30), img_seq="500")
+    got = decide(change("500", 20), [tomb, buried], {}, {}, [], None)
+    assert got == {"status": "applied", "batch": 1, "under_delete_seq": "700"}
+    assert decide(change("100", 20), [tomb, buried], {}, {}, [], None) == {"status": "stale", "against_seq": "700"}
+    old = KeyStateRow(0, "700", "q", False, at(10))  # a tombstone an earlier version wrote: no img_seq, stale
+    assert decide(change("500", 20), [old, buried], {}, {}, [], None)["status"] == "stale"
