@@ -99,6 +99,11 @@ TABLES_TARGET_ONE, TABLES_TARGET_MANY, SMALL_BATCH_TARGET, APPLY_TARGET = 1.5, 1
 _CASES: dict[tuple, dict] = {}
 
 
+def forget_cases() -> None:
+    """The cases measured so far are measured again when asked for (:mod:`bench.codegen_cases`)."""
+    _CASES.clear()
+
+
 def run_tables(spark, work: Path, sizes: dict, checks: bool) -> dict:
     """The same changes over 1 … N tables: gold seconds per batch, and the naive MERGE per table (the
     target, issue 27: gold no slower than naive at any table count)."""

@@ -36,7 +36,7 @@ from pipelines.gold.profile import source_table_col
 from pipelines.gold.state import GoldState
 from pipelines.mirror_columns import source_types, table_properties
 from pipelines.mirror_key import key_of
-from pipelines.routing import route_shards, routes
+from pipelines.routing import SOURCE_TABLE_COLUMN, route_shards, routes
 from pipelines.sql import EMPTY_MAP, ROW_IMAGE_SQL, convert_expr, lit, q
 from pipelines.values import spark_type
 from pipelines.warehouse import SOURCE_IDENTITY_PROPERTY, TableRef, Warehouse, state_key
@@ -141,8 +141,14 @@ def table_changes(spark: SparkSession, wh: Warehouse, cfg: PipelineConfig | None
     the ``table`` filter is pushed down to Delta's file statistics."""
     from pyspark.sql import functions as F
 
+    routed = cfg is not None and routes(cfg)
+    if SOURCE_TABLE_COLUMN in target.types and not routed:  # silver names each change by its shard, not the mirror
+        raise ValueError(
+            f"{target.name} is fed by shards (its rows carry {SOURCE_TABLE_COLUMN}): give --conf, whose "
+            f"tables.<name>.from routes their changes to it"
+        )
     changes = wh.silver("changes").read(spark)
-    if cfg is not None and routes(cfg):
+    if routed:
         changes = route_shards(changes, cfg)
     elif target.table is not None:
         changes = changes.where(F.col("table") == target.table)

@@ -70,3 +70,14 @@ def test_a_late_image_under_a_soft_delete_is_applied_to_the_marked_row():
     assert decide(change("100", 20), [tomb, buried], {}, {}, [], None) == {"status": "stale", "against_seq": "700"}
     old = KeyStateRow(0, "700", "q", False, at(10))  # a tombstone an earlier version wrote: no img_seq, stale
     assert decide(change("500", 20), [old, buried], {}, {}, [], None)["status"] == "stale"
+
+
+def test_a_sharded_mirror_without_its_configuration_is_refused_naming_conf():
+    """Silver names a shard's changes by the shard (``inventory.stock_0``), not the mirror: without ``--conf``
+    (whose ``from`` routes them) why would find none, so it says what to give instead of reporting 0 changes."""
+    from pipelines.why import KeyTarget, table_changes
+
+    target = KeyTarget("inventory.stock", None, "inventory__stock", ("sku",), {"sku": "S-1"},
+                       {"sku": "varchar(16)", "_source_table": None}, '["inventory", null, "stock"]', '["S-1"]')  # fmt: skip
+    with pytest.raises(ValueError, match="fed by shards .* give --conf"):
+        table_changes(None, None, None, target)
