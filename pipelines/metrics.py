@@ -9,7 +9,10 @@ Two kinds, each from what lakecdc already keeps:
 * **per batch of a running pipeline**, from gold's stats of each batch (:class:`RunMetrics`): per mirror the
   changes in, applied, stale, quarantined and outside a ``where`` (:attr:`~pipelines.gold.batch.GoldStats.mirrors`,
   which add up to the batch's counts: ``sum without (mirror)`` gives the run's) and the batches that wrote it;
-  per batch the changes waiting, seconds and Spark jobs per step. The runner writes them to ``metrics_file``
+  per mirror the batch planned, its changes waiting and when the oldest of them arrived (from gold's own
+  ``pending``, :attr:`~pipelines.gold.batch.GoldStats.pending`) and per mirror written the newest source commit
+  time applied (how far behind its source's changes it is); per batch the changes waiting, seconds and Spark
+  jobs per step. The runner writes them to ``metrics_file``
   after every batch, atomically (a temporary file renamed over it: ``write_to_textfile``), where a
   node-exporter textfile collector reads them. ``status --json`` reads the warehouse, not these counters.
 
@@ -46,6 +49,10 @@ RUN_COUNTERS = (
 )
 
 
+#: The changes waiting per mirror, in both a status reading and a running pipeline's metrics.
+WAITING_GAUGE = "lakecdc_mirror_changes_waiting"
+
+
 def status_metrics(status: Status, registry: CollectorRegistry | None = None) -> CollectorRegistry:
     """The per-mirror and per-source gauges of one ``lakecdc status`` reading."""
     registry = registry or CollectorRegistry()
@@ -54,7 +61,7 @@ def status_metrics(status: Status, registry: CollectorRegistry | None = None) ->
         for name, doc, labels in (
             ("lakecdc_mirror_rows", "Rows the mirror holds", ["mirror"]),
             ("lakecdc_mirror_tombstones", "Deleted keys the mirror remembers", ["mirror"]),
-            ("lakecdc_mirror_changes_waiting", "Changes waiting for the mirror's next merge", ["mirror"]),
+            (WAITING_GAUGE, "Changes waiting for the mirror's next merge", ["mirror"]),
             ("lakecdc_mirror_oldest_waiting_seconds", "How long the oldest waiting change has waited", ["mirror"]),
             ("lakecdc_mirror_staleness_seconds", "Now minus the point the mirror is known complete to", ["mirror"]),
             ("lakecdc_mirror_freshness_seconds", "The staleness the mirror may have (its sources' freshness)",
@@ -148,6 +155,7 @@ class RunMetrics:
         self.path = path
         self.registry = CollectorRegistry()
         self._lock = threading.Lock()
+        self._through: dict[str, float] = {}  # per mirror: the newest source commit time applied so far
         self.counters = {
             attr: Counter(name.removesuffix("_total"), doc, ["mirror"], registry=self.registry)
             for attr, name, doc in RUN_COUNTERS
@@ -168,6 +176,21 @@ class RunMetrics:
         self.waiting = Gauge(
             "lakecdc_changes_waiting", "Changes left waiting within their mirrors' budgets after the last batch",
             registry=self.registry,
+        )  # fmt: skip
+        self.mirror_waiting = Gauge(
+            WAITING_GAUGE, "Changes waiting for the mirror's next merge (after the last batch that planned it)",
+            ["mirror"], registry=self.registry,
+        )  # fmt: skip
+        self.mirror_oldest = Gauge(  # a time, not an age: a mirror no batch planned since keeps its figure
+            "lakecdc_mirror_oldest_waiting_timestamp_seconds",
+            "When the mirror's oldest waiting change arrived (epoch seconds; 0: none waits): time() - it is its wait",
+            ["mirror"], registry=self.registry,
+        )  # fmt: skip
+        self.applied_through = Gauge(
+            "lakecdc_mirror_applied_event_timestamp_seconds",
+            "The newest source commit time (epoch seconds) among the changes the mirror's writes applied: "
+            "time() - it is how far the mirror is behind its source's changes",
+            ["mirror"], registry=self.registry,
         )  # fmt: skip
         self.written = Counter(
             "lakecdc_mirror_batches_written", "Gold batches that wrote the mirror", ["mirror"], registry=self.registry
@@ -193,6 +216,12 @@ class RunMetrics:
                 if cost.jobs is not None:
                     self.step_jobs.labels(step).inc(max(0, cost.jobs))
             now = time.time()
+            for mirror, (waiting, oldest) in stats.pending.items():
+                self.mirror_waiting.labels(mirror).set(waiting)
+                self.mirror_oldest.labels(mirror).set(oldest or 0.0)
+            for mirror, through in stats.applied_through.items():  # never back: a late change applies an older one
+                self._through[mirror] = max(through, self._through.get(mirror, through))
+                self.applied_through.labels(mirror).set(self._through[mirror])
             for mirror in stats.written.values():
                 self.written.labels(mirror.name).inc()
                 self.last_written.labels(mirror.name).set(now)

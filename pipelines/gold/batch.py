@@ -123,6 +123,11 @@ class GoldStats:
     failed: int = 0  # ... of which failed
     steps: dict[str, StepCost] = field(default_factory=dict)  # seconds and Spark jobs per step (pipelines.gold.steps)
     mirrors: dict[str, MirrorCounts] = field(default_factory=dict)  # the counts above per mirror (name for people)
+    #: per mirror (name for people) the batch planned: its changes waiting after it, and the oldest one's ingest
+    #: time (epoch seconds; None when nothing waits)
+    pending: dict[str, tuple[int, float | None]] = field(default_factory=dict)
+    #: per mirror (name for people) written: the newest source commit time (epoch seconds) its writes applied
+    applied_through: dict[str, float] = field(default_factory=dict)
 
     def add(self, other: GoldStats) -> None:
         self.applied += other.applied
@@ -144,6 +149,9 @@ class GoldStats:
             self.steps.setdefault(name, StepCost()).add(cost)
         for name, counts in other.mirrors.items():
             self.mirror(name).add(counts)
+        self.pending.update(other.pending)  # the later batch's view of each mirror it planned
+        for name, through in other.applied_through.items():
+            self.applied_through[name] = max(through, self.applied_through.get(name, through))
 
     def mirror(self, name: str) -> MirrorCounts:
         """The counts of one mirror (by its name for people), made on first use."""

@@ -113,6 +113,12 @@ class MicroBatch(BatchPass):
             )
         for mirror in due:
             self._written(self.keyed[mirror])
+            c = self.counts.get(self.keyed[mirror].name)
+            if c is not None and c["newest"] is not None:
+                self.stats.applied_through[self.keyed[mirror].ident.mirror_name] = micros_to_seconds(c["newest"])
+        for mirror, plan in self.keyed.items():
+            held = stream.pending.get(mirror)
+            self.stats.pending[plan.ident.mirror_name] = (held.changes, held.oldest) if held else (0, None)
         self.stats.waiting = stream.waiting
         self._write_results()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from datetime import datetime, timezone
 
 import pytest
 import yaml
@@ -97,6 +98,13 @@ def test_the_textfile_holds_each_mirrors_counts_and_they_add_up_to_the_run(run):
     for attr, name, _ in RUN_COUNTERS:  # the mirrors' counters add up to the run's own figures
         assert sum(v for (n, _mirror), v in got.items() if n == name) == run_figures[attr], name
     assert got[("lakecdc_gold_batches_total", None)] >= 1
+    keyed = [m for m in WANT if ("lakecdc_mirror_changes_waiting", m) in got]
+    assert keyed == ["shop.customers"]  # per keyed mirror, from gold's pending: a run until caught up leaves none
+    assert got[("lakecdc_mirror_changes_waiting", "shop.customers")] == 0
+    assert got[("lakecdc_mirror_oldest_waiting_timestamp_seconds", "shop.customers")] == 0
+    # the newest source time applied: the UPDATE at 00:03:20 (the drop rule's and the where's rows are not applied)
+    through = datetime(2026, 1, 1, 0, 3, 20, tzinfo=timezone.utc).timestamp()
+    assert got[("lakecdc_mirror_applied_event_timestamp_seconds", "shop.customers")] == through
     assert [p.name for p in textfile.parent.iterdir()] == ["lakecdc.prom"]  # written by rename, nothing left over
 
 

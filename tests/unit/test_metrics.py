@@ -3,6 +3,8 @@ node-exporter collector reads (written whole, by rename)."""
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipelines.cli import build_parser
@@ -49,7 +51,17 @@ def test_each_batch_adds_to_the_counters_per_mirror_and_rewrites_the_textfile(tm
         assert batch.mirrors_total == batch.totals
         batch.steps = {"write": StepCost(1.5, 4, 1)}
         batch.written = {"k": mirror}
+        # db.t waits after the first batch and is merged by the second; db.u is planned by the first only
+        batch.pending = {"db.t": (4, time.time() - 30)} if applied == 5 else {"db.t": (0, None)}
+        if applied == 5:
+            batch.pending["db.u"] = (2, time.time() - 120)
+        batch.applied_through = {"db.t": 1_767_225_800.0 if applied == 5 else 1_767_225_700.0}  # then a late one
         stats.add(batch)
+        if applied == 5:  # the textfile after the first batch: what waits, per mirror, from the stream itself
+            first = _samples(path.read_text())
+            assert first[("lakecdc_mirror_changes_waiting", (("mirror", "db.t"),))] == 4
+            arrived = first[("lakecdc_mirror_oldest_waiting_timestamp_seconds", (("mirror", "db.t"),))]
+            assert 29 <= time.time() - arrived < 60
     assert stats.applied == 9 and stats.mirrors["db.t"].applied == 7  # still the runner's GoldStats, per mirror too
     assert stats.mirrors_total == stats.totals
     got = _samples(path.read_text())
@@ -65,6 +77,14 @@ def test_each_batch_adds_to_the_counters_per_mirror_and_rewrites_the_textfile(tm
     assert got[("lakecdc_gold_step_seconds_total", (("step", "write"),))] == 3.0
     assert got[("lakecdc_gold_step_spark_jobs_total", (("step", "write"),))] == 8
     assert got[("lakecdc_mirror_batches_written_total", (("mirror", "db.t"),))] == 2
+    oldest = "lakecdc_mirror_oldest_waiting_timestamp_seconds"
+    assert got[("lakecdc_mirror_changes_waiting", t)] == 0 and got[(oldest, t)] == 0
+    assert got[("lakecdc_mirror_changes_waiting", u)] == 2  # no batch planned it since: what waits still waits
+    assert 119 <= time.time() - got[(oldest, u)] < 180
+    assert stats.pending == {"db.t": (0, None), "db.u": (2, stats.pending["db.u"][1])}
+    # the newest source time applied never goes back when a later batch applies an older (late) change
+    assert got[("lakecdc_mirror_applied_event_timestamp_seconds", t)] == 1_767_225_800.0
+    assert stats.applied_through == {"db.t": 1_767_225_800.0}
     assert [p.name for p in tmp_path.iterdir()] == ["lakecdc.prom"]  # the temporary file was renamed over it
 
 
