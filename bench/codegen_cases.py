@@ -9,12 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pipelines.gold.batch_pass as batch_pass
-from bench.cost import codegen_seconds
+from bench.cost import codegen_seconds, gold_codegen_on
 from bench.gold_sections import forget_cases, gold_case
-from pipelines.gold.settings import small_batch_conf
-
-CODEGEN_SWITCHES = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,10 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--work", default="build/bench/codegen_cases")
     args = parser.parse_args(argv)
-    if args.codegen:  # the module's own name for it: the batch pass reads it from there
-        batch_pass.small_batch_conf = lambda spark: {
-            k: v for k, v in small_batch_conf(spark).items() if k not in CODEGEN_SWITCHES
-        }
+    if args.codegen:
+        gold_codegen_on()
     from pipelines.spark import get_spark
 
     spark = get_spark("lakecdc-bench-codegen")

@@ -37,6 +37,21 @@ def codegen_seconds(spark) -> float | None:
         return None
 
 
+#: The settings gold's small-batch settings switch generated code off with (pipelines.gold.settings).
+CODEGEN_SWITCHES = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
+
+
+def gold_codegen_on() -> None:
+    """Gold's batches keep generated code on from here (this process): its small-batch settings without
+    :data:`CODEGEN_SWITCHES`. The batch pass reads ``small_batch_conf`` by its module's name, so that is replaced."""
+    import pipelines.gold.batch_pass as batch_pass
+    from pipelines.gold.settings import small_batch_conf
+
+    batch_pass.small_batch_conf = lambda spark: {
+        k: v for k, v in small_batch_conf(spark).items() if k not in CODEGEN_SWITCHES
+    }
+
+
 def run_cost(spark, work: Path, sizes: dict, checks: bool) -> dict:
     """Every size through the three jobs, the fits, and the verdict at the largest size."""
     cases = []

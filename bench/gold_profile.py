@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.changes import append_changes, bench_config, changes_frame, run_gold
-from bench.cost import codegen_seconds
+from bench.cost import codegen_seconds, gold_codegen_on
 from pipelines.warehouse import Warehouse
 
 UI_PORT = 4399
@@ -61,17 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     run_gold(spark, bench_config(wh_path, False))
     append_changes(spark, wh, changes_frame(spark, args.changes, tables=1, existing=args.rows))
     if args.codegen:
-        import pipelines.gold.batch_pass as batch_pass
-
-        usual = batch_pass.small_batch_conf
-
-        def with_codegen(session):
-            conf = usual(session)
-            conf.pop("spark.sql.codegen.wholeStage", None)
-            conf.pop("spark.sql.codegen.factoryMode", None)
-            return conf
-
-        batch_pass.small_batch_conf = with_codegen
+        gold_codegen_on()
     stages_before = {s["stageId"] for s in _get(f"/applications/{app}/stages")}
     sql_before = {e["id"] for e in _get(f"/applications/{app}/sql?details=false&length=100000")}
     compiled = codegen_seconds(spark)

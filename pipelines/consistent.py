@@ -241,7 +241,7 @@ def record_point(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse) -> lis
         upto = dt.datetime.fromtimestamp(max(known), dt.timezone.utc).replace(tzinfo=None) if known else None
         through = dt.datetime.fromtimestamp(ingest_t, dt.timezone.utc).replace(tzinfo=None) if ingest_t else None
         members = dict(mirrors.get(source, {}))
-        for name in (points.get(source) or Point(source)).versions:
+        for name in (last or Point(source)).versions:
             if name in refs:
                 members.setdefault(name, refs[name])
         versions = {name: current_version(spark, mref) for name, mref in sorted(members.items())}

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
+from pipelines.gold.fold import TOMB_FIELDS
 from pipelines.gold.lookups import MIRROR, Lookups, map_sql
 from pipelines.gold.order import ORD, delete_first, ord_sql
 from pipelines.gold.plan import TablePlan
@@ -172,7 +173,7 @@ def with_key_state(rows: DataFrame, state: DataFrame, plans: Mapping[str, TableP
     truncate_stale = f"seq < coalesce(element_at({map_sql(truncated, 'string')}, {MIRROR}), '')" if truncated else ""
     stale = " OR ".join(filter(None, ("seq < s_seq", truncate_stale, _superseded(plans))))
     buried = _buried(plans, f"NOT coalesce({truncate_stale}, false)" if truncate_stale else "true")
-    tomb = "named_struct('seq', s_seq, 'event_time', s_event_time, 'queue_pos', s_queue_pos)"
+    tomb = "named_struct(" + ", ".join(f"'{f}', s_{f}" for f in TOMB_FIELDS) + ")"  # fold.TOMB_DDL's fields
     return (
         joined.withColumn("buried", F.expr(buried))
         .withColumn("stale", F.expr(f"NOT buried AND coalesce({stale}, false)"))

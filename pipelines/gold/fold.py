@@ -110,6 +110,7 @@ def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k"), soft: I
         *held,
         F.max("tomb").alias("tomb"),
         F.first("prior_img", ignorenulls=True).alias("prior_img"),
+        F.max(F.when(F.col("op") != "DELETE", F.col(ORD))).alias("img_ord"),  # the last image's (ord leads with seq)
     )
     ordered = f"array_sort(chs, {BY_ORD})"
     soft = sorted(soft)
@@ -123,7 +124,7 @@ def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k"), soft: I
         "prior_img",
         f"aggregate({ordered}, {FOLD_START}, (acc, c) -> {fold_step('acc', soft_sql)}) AS st",
         f"element_at({ordered}, -1) AS last",
-        f"try_element_at(filter({ordered}, c -> c.op != 'DELETE'), -1).seq AS img_seq",
+        "img_ord.seq AS img_seq",
         "coalesce(last.seq < tomb.seq, false) AS buried",
     )
     kept_deleted = "named_struct('live', false, 'full', st.full, 'img', st.img)"

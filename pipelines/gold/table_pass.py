@@ -112,10 +112,11 @@ class MicroBatch(BatchPass):
                 c["fresh"], micros_to_seconds(c["oldest"]), self.state_batch
             )
         for mirror in due:
-            self._written(self.keyed[mirror])
-            c = self.counts.get(self.keyed[mirror].name)
+            plan = self.keyed[mirror]
+            self._written(plan)
+            c = self.counts.get(plan.name)
             if c is not None and c["newest"] is not None:
-                self.stats.applied_through[self.keyed[mirror].ident.mirror_name] = micros_to_seconds(c["newest"])
+                self.stats.applied_through[plan.ident.mirror_name] = micros_to_seconds(c["newest"])
         for mirror, plan in self.keyed.items():
             held = stream.pending.get(mirror)
             self.stats.pending[plan.ident.mirror_name] = (held.changes, held.oldest) if held else (0, None)
