@@ -181,9 +181,23 @@ def _who(held: dict[str, Any]) -> str:
     )
 
 
-def _local(directory: str) -> bool:
-    """A path this process opens as a file (no URI scheme other than ``file:``)."""
-    return "://" not in directory and not directory.startswith("dbfs:")
+def local_path(directory: str) -> str | None:
+    """``directory`` as a path this process opens as a file (a ``file:`` URI's path), None when it has
+    another URI scheme (``s3://``, ``abfss://``, ``dbfs:``)."""
+    if directory.startswith("file:"):
+        directory = directory.removeprefix("file:").removeprefix("//")
+    return None if "://" in directory or directory.startswith("dbfs:") else directory
+
+
+def lease_holder(directory: str) -> dict[str, Any] | None:
+    """Who holds the warehouse whose checkpoints are ``directory`` (the lease's JSON), None when nobody does,
+    its holder is gone, or the checkpoints are not local (no lease)."""
+    path = local_path(directory)
+    if path is None:
+        return None
+    lease = Lease(path, "", "")
+    held = lease.holder()
+    return None if held is None or lease.stale(held) else held
 
 
 @contextmanager
@@ -199,13 +213,12 @@ def warehouse_lease(
 ) -> Iterator[None]:
     """Hold the warehouse for the block: raise :class:`WarehouseBusy` when another run holds it, or
     (``wait``) wait until it is free. The lease is renewed every ``beat`` seconds and released at the end."""
-    if directory.startswith("file:"):
-        directory = directory.removeprefix("file:").removeprefix("//")
-    if not _local(directory):
+    path = local_path(directory)
+    if path is None:
         log.warning("checkpoints at %s are not a local path: no lease keeps two runs apart", directory)
         yield
         return
-    lease = Lease(directory, warehouse, run, expiry)
+    lease = Lease(path, warehouse, run, expiry)
     held = lease.try_acquire()
     if held is not None and not wait:
         raise lease.busy(held)

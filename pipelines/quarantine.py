@@ -351,6 +351,30 @@ def commit(spark: SparkSession, wh: Warehouse, plan: ReplayPlan, run: str, outco
         append_once(frame, resolved_ref(wh), f"lakecdc:{run}-resolved", check=True)
 
 
+def rebuild_mirror(
+    spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, name: str, run: str
+) -> tuple[ReplayPlan, list[str]]:
+    """One mirror again from bronze (:func:`rebuild_plan`): its changes appended to silver for gold's next batch
+    (marked ``lakecdc:<run>-changes``), its quarantine groups resolved, then the mirror, side tables and gold-state
+    rows dropped. Returns the plan and what was dropped. Run where no gold batch runs meanwhile: under the lease, or
+    between a running stream's batches (:mod:`pipelines.run_requests`). Safe to repeat under a new ``run``: a copy
+    of a change gold already applied is stale by its sequence, or (keyless) applied once by its id."""
+    plan = rebuild_plan(spark, cfg, wh, name)
+    commit(spark, wh, plan, run, outcome="rebuilt")
+    return plan, drop_mirror(spark, wh, plan)
+
+
+def appended_commit(spark: SparkSession, wh: Warehouse, run: str) -> tuple[int, int] | None:
+    """The version of ``silver.changes`` that :func:`commit` appended for ``run`` and its number of files;
+    None when it appended nothing."""
+    history = spark.sql(f"DESCRIBE HISTORY {wh.silver('changes').sql} LIMIT 50")
+    row = history.where(history["userMetadata"] == f"lakecdc:{run}-changes").select("version", "operationMetrics")
+    found = row.first()
+    if found is None:
+        return None
+    return int(found["version"]), int((found["operationMetrics"] or {}).get("numFiles") or 1)
+
+
 def resolutions(spark: SparkSession, wh: Warehouse, identities: Sequence[dict]) -> list[dict]:
     """The recorded resolutions of the groups ``identities`` (``show``)."""
     from pyspark.sql import functions as F

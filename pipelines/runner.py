@@ -33,6 +33,7 @@ from pipelines.quality.rows import check_rows
 from pipelines.quality.storage import write_results
 from pipelines.quality.written import freshness_rows
 from pipelines.routing import route_shards
+from pipelines.serving import RebuildServer
 from pipelines.silver import SilverStats, last_seen, silver_checkpoint, start_silver
 from pipelines.spark_logs import is_connect
 from pipelines.warehouse import SourceTable, Warehouse
@@ -95,6 +96,9 @@ def run_pipeline(
     else:
         queries = [q for stage in ordered for q in starters[stage]()]
         connect = is_connect(spark)
+        # between gold's batches this run does what other commands ask of it (rebuild --table); over Connect the
+        # batches run in a worker whose stream this process cannot reach
+        server = RebuildServer.of(spark, cfg, wh, gold_stream) if "gold" in ordered and not connect else None
         progress(f"running {', '.join(ordered)} continuously every {cfg.processing_time}; Ctrl-C stops")
         began = time.monotonic()
         try:
@@ -112,11 +116,15 @@ def run_pipeline(
                     if flushed is not None and flushed.written:
                         gold_stats.add(flushed)
                         progress(f"gold: {len(flushed.written)} mirrors past their freshness budget merged")
+                if server is not None:
+                    server.serve(_gold_query(queries), progress)
         except KeyboardInterrupt:
             progress("stopping ...")
         finally:
             for q in queries:
                 q.stop()
+            if server is not None:  # what gold had read merges below; what it had not, the next run applies
+                server.close(_gold_query(queries))
         for q in queries:
             _raise_if_failed(q)
         _take_relayed(spark, wh, silver_stats, gold_stats)
@@ -316,6 +324,10 @@ def rebuild(spark: SparkSession, cfg: PipelineConfig, progress: Callable[[str], 
     for item in wh.drop_derived(spark):
         progress(f"dropped {item}")
     return run_pipeline(spark, cfg, ("silver", "gold"), available_now=True, progress=progress)
+
+
+def _gold_query(queries: list):
+    return next((q for q in queries if q.name == "gold_apply"), None)
 
 
 def _await(query) -> None:

@@ -163,7 +163,7 @@ def rebuild_table(args: argparse.Namespace) -> int:
     """``lakecdc rebuild --table T``: one mirror (and its history) again from bronze (:mod:`pipelines.quarantine`)."""
     from pipelines.cli_commands.pipeline import with_locations
     from pipelines.config import load_config
-    from pipelines.quarantine import commit, drop_mirror, rebuild_plan
+    from pipelines.quarantine import rebuild_mirror, rebuild_plan
     from pipelines.spark import get_spark
     from pipelines.warehouse import Warehouse
 
@@ -185,14 +185,18 @@ def rebuild_table(args: argparse.Namespace) -> int:
             f"for it (resolving {len(plan.resolves)} of its quarantine groups); the other mirrors keep their state"
         )
         return 1
+    asked = _ask_running(wh, args)
+    if asked is not None:
+        return asked
     with holding_warehouse(cfg, "rebuild", args.wait):
         spark = get_spark("lakecdc-rebuild", master=args.master)
-        plan = _table_plan(spark, cfg, wh, args.table, rebuild_plan)
-        if plan is None:
-            return 2
         run = f"rebuild-{uuid.uuid4().hex[:12]}"
-        commit(spark, wh, plan, run, outcome="rebuilt")
-        for item in drop_mirror(spark, wh, plan):
+        try:
+            plan, dropped = rebuild_mirror(spark, cfg, wh, args.table, run)
+        except (KeyError, ValueError) as exc:
+            print(f"lakecdc: error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+            return 2
+        for item in dropped:
             progress_line(f"dropped {item}")
         summary = _gold(spark, cfg)
     result = _result(plan, "rebuilt", run, summary)
@@ -204,6 +208,63 @@ def rebuild_table(args: argparse.Namespace) -> int:
             f"changes ({summary.stale} stale skipped, {summary.gold_quarantined} quarantined); the other mirrors kept "
             "their state"
         )
+    return 0
+
+
+def _ask_running(wh, args) -> int | None:
+    """``rebuild --table --yes`` while a continuous run holds the warehouse: ask that run to rebuild the mirror
+    between its batches (:mod:`pipelines.serving`) and wait for its answer; its other mirrors stay current
+    meanwhile. None: no run that serves requests holds the warehouse (take the lease as usual)."""
+    import time
+
+    from pipelines.lock import lease_holder
+    from pipelines.run_requests import RequestBox
+
+    box = RequestBox.of(wh.checkpoint_root)
+    holder = lease_holder(wh.checkpoint_root)
+    if box is None or holder is None or not box.serves(holder):
+        return None
+    request = box.ask("rebuild", table=args.table)
+    progress_line(
+        f"the warehouse is held by a continuous run (host {holder.get('host')}, pid {holder.get('pid')}): asked it to "
+        f"rebuild {args.table} between its batches ({request['id']}); its other mirrors stay current meanwhile"
+    )
+    answer, said, began = None, None, time.monotonic()
+    try:
+        while True:
+            answer = box.answer_of(request) or answer
+            if answer is not None and (not answer.get("ok") or answer.get("applied") or answer.get("note")):
+                break
+            if not box.serves(holder) and box.answer_of(request) is None:
+                if answer is None:  # it stopped before it began: rebuild here, under the lease
+                    box.withdraw(request)
+                    progress_line("the run stopped before it took the request: rebuilding here")
+                    return None
+                break
+            state = "queued, being applied" if answer is not None else "waiting for a pause between the run's batches"
+            if state != said or time.monotonic() - began > 30:
+                progress_line(f"{args.table}: {state}")
+                said, began = state, time.monotonic()
+            time.sleep(1)
+    finally:
+        box.withdraw(request)
+    return _print_answer(args, answer, holder)
+
+
+def _print_answer(args, answer: dict, holder: dict) -> int:
+    if not answer.get("ok"):
+        print(f"lakecdc: error: {answer.get('error')}", file=sys.stderr)
+        return 2
+    by = {"host": holder.get("host"), "pid": holder.get("pid"), "run": holder.get("run")}
+    if args.json:
+        print(json.dumps({**answer, "rebuilt": bool(answer.get("applied")), "by": by}, ensure_ascii=False, indent=2))
+        return 0
+    done = "rebuilt" if answer.get("applied") else "dropped and queued"
+    tail = f" ({answer['note']})" if answer.get("note") else ""
+    print(
+        f"{answer['run']}: {done} {answer['mirror']} from bronze ({answer['changes']} changes) by the running pipeline "
+        f"(pid {by['pid']}) between its batches; the other mirrors kept their state and stayed current{tail}"
+    )
     return 0
 
 

@@ -102,6 +102,11 @@ class GoldStream:
             self.pending = state.pending_now(spark, self.through, before)
             self.later_round, self.later_batch = state.later_round(spark)
 
+    def reread(self) -> None:
+        """Read what waits and the mirrors' metadata again at the next batch: another command changed the
+        state tables or a mirror between this stream's batches (:mod:`pipelines.run_requests`)."""
+        self.pending, self.cache = None, MirrorCache()
+
     @property
     def waiting(self) -> int:
         return sum(p.changes for p in (self.pending or {}).values())

@@ -100,3 +100,74 @@ def test_replay_after_a_fixed_rule_then_rebuild_one_table(spark, tmp_path: Path,
     assert t1.delta(spark).history().count() > t1_versions, "t1 was not merged on from its own history"
     assert GoldState(wh).current_keys(spark).where("mirror = 't1' OR mirror LIKE '%t1'").count() >= t1_keys > 0
     assert unresolved_quarantine(spark, wh).count() == 0
+
+
+def test_rebuild_one_table_while_a_continuous_run_keeps_the_others_current(spark, tmp_path: Path, capsys):
+    """``rebuild --table`` while a continuous pipeline holds the warehouse: the running pipeline rebuilds the one
+    mirror between its batches, the other keeps its state and its new changes; both end equal to the model."""
+    import os
+    import threading
+    import time
+
+    from pipelines.cli_commands.shared import holding_warehouse
+    from pipelines.config import load_config
+    from pipelines.runner import run_pipeline
+
+    history = generate_history(FORMAT, SEED + 1, n_changes=60, n_tables=2, db="rr", **truth_safe_options(FORMAT))
+    delivery = deliver(history, SEED + 1, partitions=3)
+    lines = landing_lines(history, delivery).splitlines(keepends=True)
+    parts = [lines[: len(lines) // 3], lines[len(lines) // 3 : 2 * len(lines) // 3], lines[2 * len(lines) // 3 :]]
+    landing, wh_dir, conf = tmp_path / "landing", tmp_path / "warehouse", tmp_path / "pipeline.yaml"
+    landing.mkdir()
+    (landing / "a.jsonl").write_bytes(b"".join(parts[0]))
+    doc = yaml.safe_load(pipeline_yaml_many([history], str(wh_dir), {FORMAT: str(landing)}))
+    doc["processing_time"] = "1 second"
+    doc["gold"] = {**doc.get("gold", {}), "max_pending": 1}  # every mirror with a change waiting is due
+    conf.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    assert cli.main(["run", "--once", "--conf", str(conf)]) == 0
+    wh = Warehouse(str(wh_dir))
+    t0, t1 = (wh.mirror(["rr", t]) for t in ("t0", "t1"))
+    spark.sql(f"DELETE FROM {t0.sql} WHERE id % 2 = 1")  # damage the one mirror
+    t1_created = t1.delta(spark).history().agg({"timestamp": "min"}).first()[0]
+    t1_versions = t1.delta(spark).history().count()
+
+    failed: list[BaseException] = []
+
+    def continuous() -> None:
+        try:
+            with holding_warehouse(load_config(str(conf)), "run"):
+                run_pipeline(spark, load_config(str(conf)), available_now=False, stop_after=900)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failed.append(exc)
+
+    runner = threading.Thread(target=continuous, name="continuous-run")
+    runner.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not (Path(wh.checkpoint_root) / "_lakecdc_requests" / "serving.json").exists():
+            assert time.monotonic() < deadline and not failed, f"the continuous run did not start: {failed}"
+            time.sleep(1)
+        (landing / "b.jsonl").write_bytes(b"".join(parts[1]))  # both tables change while the rebuild is asked
+        capsys.readouterr()
+        assert cli.main(["rebuild", "--conf", str(conf), "--table", "rr.t0", "--yes", "--json"]) == 0
+        answer = json.loads(capsys.readouterr().out)
+        assert answer["rebuilt"] is True and answer["by"]["pid"] == os.getpid(), "not rebuilt by the running run"
+        assert answer["mirror"] == "rr.t0" and answer["changes"] > 0
+        (landing / "c.jsonl").write_bytes(b"".join(parts[2]))
+        deadline, diffs = time.monotonic() + 400, ["not read yet"]
+        while diffs and time.monotonic() < deadline and not failed:
+            time.sleep(5)
+            try:
+                diffs = _diffs(history, delivery.expected, export_warehouse(spark, wh))
+            except Exception as exc:  # noqa: BLE001 - a mirror between two commits: read again
+                diffs = [repr(exc)]
+        assert runner.is_alive() and not failed, f"the continuous run stopped: {failed}"
+    finally:
+        for query in spark.streams.active:
+            query.stop()
+        runner.join(300)
+    assert not failed, failed
+    assert _diffs(history, delivery.expected, export_warehouse(spark, wh)) == []
+    assert t1.delta(spark).history().agg({"timestamp": "min"}).first()[0] == t1_created, "t1 was dropped"
+    assert t1.delta(spark).history().count() > t1_versions, "t1's new changes were not merged by the running run"
+    assert not (Path(wh.checkpoint_root) / "_lakecdc_requests" / "serving.json").exists()
