@@ -153,7 +153,6 @@ class BatchPass:
         self.later: list[str] = []  # new tables past the limit: their changes wait for the next batch
         self.later_rows: DataFrame | None = None
         self.skipped: dict[str, int] = {}  # per source table: changes outside its where
-        self.shares: list[tuple[str, GoldStats]] = []  # keyless tables' contexts' stats by mirror (:meth:`log`)
 
     @contextmanager
     def decided(self, batch_df: DataFrame) -> Iterator[BatchPass]:
@@ -278,8 +277,8 @@ class BatchPass:
         self.fresh = fold_inputs(self.rows.where("NOT stale"), self.state_batch, ignore_nulls_sql(self.plans, self.cfg))
 
     def _count(self, plan: TablePlan) -> None:
-        """The table's decisions into the batch's stats, and into its mirror's (:attr:`GoldStats.mirrors`; a
-        keyless table's applied and stale as it writes: :meth:`log`), and its change checks' results."""
+        """The table's decisions into the batch's stats, and into its mirror's (:attr:`GoldStats.mirrors`; the
+        table pass counts a keyless table's applied and stale as it writes), and its change checks' results."""
         from pyspark.sql import functions as F
 
         stats, c = self.stats, self.counts.get(plan.name)
@@ -353,10 +352,7 @@ class BatchPass:
         )
 
     def _context(self, session: SparkSession, plan: TablePlan) -> BatchContext:
-        share = GoldStats(tables={plan.name})
-        if plan.keyless:  # its write counts applied and stale in here (:attr:`shares`)
-            with self._lock:
-                self.shares.append((plan.ident.mirror_name, share))
+        share = GoldStats(tables={plan.name})  # a keyless table's write counts applied and stale in here
         return BatchContext(session, plan.ident, self.wh, self.app_id, self.batch_id, share, self.results)
 
     def _describe(self, task: str) -> str:
@@ -364,11 +360,8 @@ class BatchPass:
         return describe_table(self.cfg, self.wh, plan.name) if plan else f"gold's {task}"
 
     def log(self) -> None:
-        """The batch, its writes done, in one line (and loudly, any change the counts lost); the keyless
-        tables' applied and stale changes, counted as they wrote, are added to their mirrors' counts first."""
-        s, shares, self.shares = self.stats, self.shares, []
-        for mirror, share in shares:  # a keyless table's write counts its applied and stale (gold.multiset)
-            s.mirror(mirror).add(MirrorCounts(applied=share.applied, stale=share.stale))
+        """The batch, its writes done, in one line (and loudly, any change the counts lost)."""
+        s = self.stats
         log.info(
             "gold batch %d: %d changes of %d tables: %d applied, %d stale, %d quarantined; %d mirrors written, "
             "%d changes waiting; %s",

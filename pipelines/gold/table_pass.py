@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pipelines.delta_writes import append_once, checkpointed, quarantine_frame, release_checkpoint
-from pipelines.gold.batch import BatchContext, Step, WrittenMirror, batch_results_stamp, commit_marker
+from pipelines.gold.batch import BatchContext, MirrorCounts, Step, WrittenMirror, batch_results_stamp, commit_marker
 from pipelines.gold.batch_pass import GE_LOCK, BatchPass, kept_if_failing, micros_to_seconds
 from pipelines.gold.decide import key_state_rows
 from pipelines.gold.due import Budget, Waiting, due_mirrors
@@ -260,9 +260,11 @@ class MicroBatch(BatchPass):
         if plan.tc and plan.tc.history:
             log.warning("gold: %s has no key: no SCD type 2 history (a version needs a key)", plan.name)
         apply_multiset(ctx, apply_truncate(ctx, changes, plan.profile, plan.truncated_seq), plan.shape)
-        with self._lock:
+        with self._lock:  # counted as it wrote (gold.multiset): into the batch's figures and its mirror's
             self.stats.applied += ctx.stats.applied
             self.stats.stale += ctx.stats.stale
+            counted = MirrorCounts(applied=ctx.stats.applied, stale=ctx.stats.stale)
+            self.stats.mirror(plan.ident.mirror_name).add(counted)
             self._written(plan).changed = True
         self._mirror_expectations(ctx, plan)
 
