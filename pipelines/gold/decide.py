@@ -272,17 +272,21 @@ def table_counts(decided: DataFrame, checks: bool) -> DataFrame:
 
 def with_change_checks(rows: DataFrame, lookups: Lookups) -> DataFrame:
     """The change checks' columns (:func:`probe_columns`) and ``check_drift``: an UPDATE/DELETE not applied
-    yet (a retried batch must not look like drift), the first of its expected key in the batch."""
+    yet (a retried batch must not look like drift) and not stale (an UPDATE older than its key's DELETE finds
+    no row, and that is no drift), the first of its expected key in the batch."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     for name, sql in probe_columns(lookups).items():
         rows = rows.withColumn(name, F.expr(sql))
-    expected = F.when(F.col("probe"), F.col("k"))
+    # a stale change is older than what its key holds (a live row's or a tombstone's sequence): its before-image
+    # describes a row the mirror no longer has, so it is compared with nothing
+    compared = "probe AND NOT buried AND NOT stale"
+    expected = F.when(F.expr(compared), F.col("k"))
     first = F.row_number().over(Window.partitionBy(MIRROR, expected).orderBy(ORD)) == 1
     return rows.withColumn(
         "check_drift",
-        F.expr("probe AND NOT buried AND op IN ('UPDATE', 'DELETE') AND (prev_seq IS NULL OR seq > prev_seq)") & first,
+        F.expr(f"{compared} AND op IN ('UPDATE', 'DELETE') AND (prev_seq IS NULL OR seq > prev_seq)") & first,
     )
 
 

@@ -648,6 +648,25 @@ def test_drift_names_the_columns_that_differ_and_the_rows_missing(spark, tmp_pat
     assert "#1.0" in drift["details"] and "#1.1" in drift["details"] and "#1.2" not in drift["details"]
 
 
+def test_a_change_older_than_its_keys_delete_is_no_drift(spark, tmp_path):
+    """An UPDATE older than the DELETE its key already applied is stale: its before-image describes a row the
+    mirror rightly no longer holds, so the drift check compares it with nothing (it once counted "row missing").
+    A DELETE of a key the mirror never held, in the same batch, still is drift."""
+    gold = Gold(spark, tmp_path, quality_checks=True)
+    gold.apply([change("INSERT", n, after=_row(n, a=str(n))) for n in (1, 2)])
+    gold.apply([change("DELETE", 9, before=_row(1, a="1"))])
+    gold.apply(
+        [
+            change("UPDATE", 5, before=_row(1, a="1"), after=_row(1, a="7")),  # older than the DELETE at 9
+            change("DELETE", 10, before=_row(42, a="1")),  # never in the mirror
+        ]
+    )
+    drift = _check_results(gold, 2)["cdc_source_drift"]
+    assert (drift["success"], drift["element_count"], drift["unexpected_count"]) == (False, 1, 1)
+    assert "#2.1" in drift["details"] and "#2.0" not in drift["details"]
+    assert [(r["id"], r["a"]) for r in gold.rows()] == [(2, 2)]
+
+
 @pytest.mark.parametrize("key", [("i.d",), ("x$%^&*\\",)], ids=["dotted key", "symbol key"])
 def test_the_drift_check_compares_columns_however_named(spark, tmp_path, key):
     gold = Gold(spark, tmp_path, quality_checks=True)
