@@ -43,11 +43,12 @@ CODEGEN_SWITCHES = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMo
 
 def gold_codegen_on() -> None:
     """Gold's batches keep generated code on from here (this process): its small-batch settings without
-    :data:`CODEGEN_SWITCHES`. The batch pass reads ``small_batch_conf`` by its module's name, so that is replaced."""
-    import pipelines.gold.batch_pass as batch_pass
+    :data:`CODEGEN_SWITCHES`. The batch decision reads ``small_batch_conf`` by its module's name, so that is
+    replaced."""
+    import pipelines.gold.batch_decision as batch_decision
     from pipelines.gold.settings import small_batch_conf
 
-    batch_pass.small_batch_conf = lambda spark: {
+    batch_decision.small_batch_conf = lambda spark: {
         k: v for k, v in small_batch_conf(spark).items() if k not in CODEGEN_SWITCHES
     }
 

@@ -34,14 +34,14 @@ def _jobs(spark) -> int:
 
 #: The steps whose Spark jobs ``--profile`` counts: (module, function), the label is the function.
 PROFILED = (
-    ("pipelines.gold.batch_pass", "profile_batch"),
-    ("pipelines.gold.batch_pass", "plan_tables"),
-    ("pipelines.gold.batch_pass", "table_counts"),
-    ("pipelines.gold.table_pass", "fold_per_key"),
-    ("pipelines.gold.table_pass", "key_state_rows"),
-    ("pipelines.gold.table_pass", "apply_keyed"),
+    ("pipelines.gold.batch_decision", "profile_batch"),
+    ("pipelines.gold.batch_decision", "plan_tables"),
+    ("pipelines.gold.batch_decision", "table_counts"),
+    ("pipelines.gold.batch_writes", "fold_per_key"),
+    ("pipelines.gold.batch_writes", "key_state_rows"),
+    ("pipelines.gold.batch_writes", "apply_keyed"),
     ("pipelines.gold.keyed", "merge_keyed"),
-    ("pipelines.gold.table_pass", "key_check_rows"),
+    ("pipelines.gold.batch_writes", "key_check_rows"),
     ("pipelines.gold.parallel", "release_tables"),
 )
 

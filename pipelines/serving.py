@@ -5,7 +5,7 @@ that run. Between gold's batches, holding the gold stream's lock (so no batch ru
 
 1. re-decodes from bronze every change of T's source table and appends them to silver
    (:func:`pipelines.quarantine.rebuild_mirror`), then drops T's mirror, side tables and gold-state rows;
-2. makes its gold stream read state and mirrors again (:meth:`pipelines.gold.batch_pass.GoldStream.reread`);
+2. makes its gold stream read state and mirrors again (:meth:`pipelines.gold.stream.GoldStream.reread`);
 3. answers "queued", with the silver version it appended.
 
 Gold's own stream then applies those changes in its next batches, bounded like any others, beside every other
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelines.config import PipelineConfig
-from pipelines.gold.batch_pass import GoldStream
+from pipelines.gold.stream import GoldStream
 from pipelines.quarantine import appended_commit, rebuild_mirror
 from pipelines.run_requests import RequestBox
 from pipelines.warehouse import Warehouse

@@ -191,11 +191,10 @@ def rebuild_table(args: argparse.Namespace) -> int:
     with holding_warehouse(cfg, "rebuild", args.wait):
         spark = get_spark("lakecdc-rebuild", master=args.master)
         run = f"rebuild-{uuid.uuid4().hex[:12]}"
-        try:
-            plan, dropped = rebuild_mirror(spark, cfg, wh, args.table, run)
-        except (KeyError, ValueError) as exc:
-            print(f"lakecdc: error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        rebuilt = _table_plan(spark, cfg, wh, args.table, lambda s, c, w, n: rebuild_mirror(s, c, w, n, run))
+        if rebuilt is None:
             return 2
+        plan, dropped = rebuilt
         for item in dropped:
             progress_line(f"dropped {item}")
         summary = _gold(spark, cfg)
@@ -235,6 +234,8 @@ def _ask_running(wh, args) -> int | None:
             answer = box.answer_of(request) or answer
             if answer is not None and (not answer.get("ok") or answer.get("applied") or answer.get("note")):
                 break
+            # read again after serves(): a run that answered and then stopped must not be taken for one that
+            # stopped before it took the request
             if not box.serves(holder) and box.answer_of(request) is None:
                 if answer is None:  # it stopped before it began: rebuild here, under the lease
                     box.withdraw(request)
@@ -269,6 +270,8 @@ def _print_answer(args, answer: dict, holder: dict) -> int:
 
 
 def _table_plan(spark, cfg, wh, name, make):
+    """``make(spark, cfg, wh, name)``, or None with the error printed: a table the configuration or bronze does not
+    know."""
     try:
         return make(spark, cfg, wh, name)
     except (KeyError, ValueError) as exc:

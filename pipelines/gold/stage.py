@@ -1,18 +1,22 @@
-"""The gold stage: a streaming query over silver ``changes``; each micro-batch is one batch pass for all its
+"""The gold stage: a streaming query over silver ``changes``; each micro-batch is decided once for all its
 tables, then one write per mirror that is due.
 
-:func:`apply_gold_batch` reads as the flow it implements:
+:func:`apply_gold_batch` reads as the flow it implements (:func:`run_batch`):
 
-1. **plan** – profile the batch (one Spark job), and per source table its mirror, key and shape
-   (:mod:`pipelines.gold.plan`: metadata only; schema changes run their DDL here);
-2. **decide** – one pass over the batch for all tables (:mod:`pipelines.gold.decide`): quarantine reasons,
-   keys, staleness against key state, counts and the change checks, the fold and the key state it leaves;
-3. **choose** – which mirrors are due (:mod:`pipelines.gold.due`): all of them in a run until caught up,
-   and in a continuous stream those past their freshness budget or with many changes waiting; the others'
-   changes wait in ``pending``;
-4. **write** – the batch's shared state (key state, pending changes, quarantine) and one write per due
-   mirror (:mod:`pipelines.gold.keyed`; :mod:`pipelines.gold.multiset` for a table without a key), side
-   by side (:mod:`pipelines.gold.parallel`); then progress and the batch's ``dq_results`` rows, once.
+1. **plan** and 2. **decide** – :func:`~pipelines.gold.batch_decision.decide_batch`: profile the batch (one Spark
+   job), per source table its mirror, key and shape (:mod:`pipelines.gold.plan`: metadata only; schema changes run
+   their DDL here), then one pass over the batch for all tables (:mod:`pipelines.gold.decide`): quarantine
+   reasons, keys, staleness against key state, counts and the change checks. It returns a frozen
+   :class:`~pipelines.gold.batch_decision.DecidedBatch`;
+3. **choose** – :func:`~pipelines.gold.batch_writes.choose_due`: which mirrors are due
+   (:mod:`pipelines.gold.due`): all of them in a run until caught up, and in a continuous stream those past their
+   freshness budget or with many changes waiting; the others' changes wait in ``pending``;
+4. **write** – :func:`~pipelines.gold.batch_writes.write_batch`: the fold, the batch's shared state (key state,
+   pending changes, quarantine) and one write per due mirror (:mod:`pipelines.gold.keyed`;
+   :mod:`pipelines.gold.multiset` for a table without a key), side by side (:mod:`pipelines.gold.parallel`);
+   then progress and the batch's ``dq_results`` rows, once.
+
+What a stream keeps from batch to batch is a :class:`~pipelines.gold.stream.GoldStream`.
 
 Configured expectations keep their hooks: a table's row rules run on its changes before the decision
 (``drop`` quarantines, ``fail`` stops the stream), its mirror rules after its write.
@@ -27,11 +31,13 @@ from pipelines.config import PipelineConfig
 from pipelines.connect_relay import open_relay, send
 from pipelines.delta_writes import run_id
 from pipelines.gold.batch import GoldStats
-from pipelines.gold.batch_pass import GoldStream
+from pipelines.gold.batch_decision import decide_batch
+from pipelines.gold.batch_run import BatchRun, batch_session, log_batch
+from pipelines.gold.batch_writes import choose_due, write_batch
 from pipelines.gold.due import EARLY
 from pipelines.gold.profile import SOURCE_IDENTITY_SQL, source_table_col
 from pipelines.gold.state import GoldState
-from pipelines.gold.table_pass import MicroBatch
+from pipelines.gold.stream import GoldStream
 from pipelines.silver import ensure_silver
 from pipelines.warehouse import Warehouse
 
@@ -66,21 +72,25 @@ def apply_gold_batch(
     stream = stream or GoldStream()
     try:
         with stream.lock:
-            batch = _run(MicroBatch(spark, cfg, wh, app_id, batch_id, stream), batch_df)
+            stats = run_batch(BatchRun.of(spark, cfg, wh, app_id, batch_id, stream), batch_df, stream)
     finally:
         if own:
             stream.close()
     stream.careful, stream.last_batch = False, batch_id
-    return batch.stats
+    return stats
 
 
-def _run(batch: MicroBatch, batch_df: DataFrame) -> MicroBatch:
-    """Decide and write one batch; its stats carry what each step cost (:mod:`pipelines.gold.steps`)."""
-    with batch.decided(batch_df):
-        batch.write()
-    batch.stats.steps = batch.clock.costs
-    batch.log()
-    return batch
+def run_batch(run: BatchRun, batch_df: DataFrame, stream: GoldStream) -> GoldStats:
+    """Decide, choose and write one batch; its stats carry what each step cost (:mod:`pipelines.gold.steps`)."""
+    with batch_session(run, batch_df, stream) as settings:
+        decided = decide_batch(run, batch_df, stream, settings)
+        try:
+            write_batch(decided, choose_due(decided, stream), stream)
+        finally:
+            decided.release()
+    run.stats.steps = run.clock.costs
+    log_batch(run)
+    return run.stats
 
 
 def gold_checkpoint(wh: Warehouse) -> str:
@@ -173,9 +183,7 @@ def _flush(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, stream: Gold
     drain_before, stream.drain = stream.drain, drain or stream.drain
     try:
         empty = spark.createDataFrame([], wh.silver("changes").read(spark).schema)
-        batch = MicroBatch(spark, cfg, wh, app_id, last, stream)
-        batch.flush = True
-        return _run(batch, empty).stats
+        return run_batch(BatchRun.of(spark, cfg, wh, app_id, last, stream, flush=True), empty, stream)
     finally:
         stream.drain = drain_before
 

@@ -4,10 +4,10 @@ adaptive query execution and gives the session back as it found it, and a stream
 from __future__ import annotations
 
 from pipelines.config import parse_config
-from pipelines.gold.batch_pass import GoldStream
 from pipelines.gold.settings import small_batch_conf
 from pipelines.gold.stage import apply_gold_batch
 from pipelines.gold.steps import STEPS, StepClock, spark_jobs
+from pipelines.gold.stream import GoldStream
 from tests.spark.test_gold_semantics import Gold, _row, change
 
 
@@ -78,8 +78,8 @@ def _limited(gold: Gold, tmp_path, limit: int) -> None:
 
 
 def test_new_tables_past_the_limit_wait_for_the_next_batch_and_nothing_is_lost(spark, tmp_path):
-    from pipelines.gold.batch_pass import GoldStream
     from pipelines.gold.stage import flush_due
+    from pipelines.gold.stream import GoldStream
 
     gold = Gold(spark, tmp_path)
     _limited(gold, tmp_path, 2)
