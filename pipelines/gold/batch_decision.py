@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from pipelines.delta_writes import kept
@@ -73,14 +74,13 @@ class DecidedBatch:
     fresh: DataFrame  # the changes to write (not stale), as the fold and the pending table read them
     counts: Mapping[str, Row]  # per source table: :func:`~pipelines.gold.decide.table_counts`
     settings: Mapping[str, str]  # the session settings the batch's writes run with
-    later: tuple[str, ...] = ()  # new tables past limits.new_mirrors_per_batch: their changes wait
-    later_rows: DataFrame | None = None  # ... those changes
+    later_rows: DataFrame | None = None  # the changes of new tables past limits.new_mirrors_per_batch: they wait
     later_read: int | None = None  # the round of new tables' waiting changes this batch read through
     cached: tuple[DataFrame, ...] = ()  # each made from the ones before it
 
-    @property
+    @cached_property
     def keyed(self) -> dict[str, TablePlan]:
-        """The plans of tables with a key, by mirror."""
+        """The plans of tables with a key, by mirror (made once: the steps after look mirrors up in it)."""
         return {p.mirror: p for p in self.plans.values() if p.keyed}
 
     def fresh_changes(self, plan: TablePlan) -> int:
@@ -90,9 +90,7 @@ class DecidedBatch:
 
     def good_changes(self, plan: TablePlan) -> DataFrame:
         """A table's changes that go to no quarantine."""
-        from pyspark.sql import functions as F
-
-        return self.checked.where((F.col(SOURCE_TABLE) == plan.name) & F.col("reason").isNull())
+        return good_changes_of(self.checked, plan)
 
     def release(self) -> None:
         """Uncache the frames, the ones made from others first: uncaching a frame another cached frame was made
@@ -133,7 +131,7 @@ def decide_batch(run: BatchRun, batch_df: DataFrame, stream: GoldStream, setting
         uncache(cached)
         raise
     return DecidedBatch(
-        run, plans, lookups, checked, rows, fresh, counts, settings.current, later, later_rows, later_read,
+        run, plans, lookups, checked, rows, fresh, counts, settings.current, later_rows, later_read,
         cached=tuple(cached),
     )  # fmt: skip
 
@@ -142,6 +140,13 @@ def uncache(frames: Sequence[DataFrame]) -> None:
     """Uncache ``frames``, each made from the ones before it: the last first (:meth:`DecidedBatch.release`)."""
     for frame in reversed(frames):
         frame.unpersist()
+
+
+def good_changes_of(checked: DataFrame, plan: TablePlan) -> DataFrame:
+    """A table's changes in ``checked`` that no reason sends to quarantine (yet)."""
+    from pyspark.sql import functions as F
+
+    return checked.where((F.col(SOURCE_TABLE) == plan.name) & F.col("reason").isNull())
 
 
 # -- 1. plan
@@ -308,7 +313,7 @@ def batch_expectations(run: BatchRun, checked: DataFrame, plans: Mapping[str, Ta
         rules = [r for r in (plan.tc.expectations if plan.tc else ()) if r.scope == "batch"]
         if not rules or plan.shape is None or not plan.profile.changes:
             continue
-        changes = checked.where((F.col(SOURCE_TABLE) == plan.name) & F.col("reason").isNull())
+        changes = good_changes_of(checked, plan)
         with kept_if_failing(run, plan, Step.EXPECTATION_RESULTS), GE_LOCK:
             quality = check_batch(
                 run.spark, plan.ident.mirror_name, typed_changes(changes, plan.shape.columns), rules, run.app_id,
