@@ -253,7 +253,8 @@ def start_continuous(spark, cfg, timeout: float) -> tuple[threading.Thread, list
     runner = threading.Thread(target=pipeline, name="bench-pipeline", daemon=True)
     runner.start()
     deadline = time.monotonic() + 180
-    while _active(spark, "gold_apply") is None and time.monotonic() < deadline and runner.is_alive():
+    last = "lakecdc_run" if cfg.queries == "one" else "gold_apply"  # the query that applies to the mirrors
+    while _active(spark, last) is None and time.monotonic() < deadline and runner.is_alive():
         time.sleep(0.5)
     time.sleep(3)
     return runner, failure

@@ -154,6 +154,11 @@ def kafka_stream(spark: SparkSession, source: Source) -> DataFrame:
     )
 
 
+def source_stream(spark: SparkSession, source: Source) -> DataFrame:
+    """A source's raw messages as bronze rows (a streaming DataFrame): its Kafka topics or landing directory."""
+    return kafka_stream(spark, source) if source.kafka else landing_stream(spark, source)
+
+
 def ensure_bronze(spark: SparkSession, wh: Warehouse) -> None:
     if not wh.bronze.exists(spark):
         wh.bronze.save(spark.createDataFrame([], BRONZE_DDL).write.format("delta").mode("append"))
@@ -164,7 +169,7 @@ def start_bronze(
 ) -> StreamingQuery:
     """One checkpointed stream per source, appending to the one bronze table."""
     ensure_bronze(spark, wh)
-    stream = kafka_stream(spark, source) if source.kafka else landing_stream(spark, source)
+    stream = source_stream(spark, source)
     writer = (
         stream.writeStream.format("delta")
         .queryName(f"bronze_{source.name}")

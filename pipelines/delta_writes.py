@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -156,6 +156,36 @@ def run_id(checkpoint: str) -> str:
     value = uuid.uuid4().hex
     marker.write_text(value)
     return value
+
+
+def unfinished_batch(checkpoint: str) -> int | None:
+    """The batch an earlier run of the stream at ``checkpoint`` began and did not finish: the newest in its
+    ``offsets`` log with no entry in its ``commits`` log (Spark writes the first before a batch, the second after
+    it); None: none. Raises OSError where the checkpoint cannot be listed."""
+    root = Path(checkpoint)
+    offsets, commits = (
+        {int(p.name) for p in (root / d).iterdir() if p.name.isdigit()} if (root / d).is_dir() else set()
+        for d in ("offsets", "commits")
+    )
+    unfinished = max(offsets, default=None)
+    return None if unfinished is None or unfinished in commits else unfinished
+
+
+def may_be_retried(checkpoint: str) -> Callable[[int], bool]:
+    """Whether a batch of the stream about to start from ``checkpoint`` may have been written before: only
+    the one an earlier run began and did not finish (:func:`unfinished_batch`). Where the checkpoint cannot be
+    listed, the stream's first batch, the one a restart runs again."""
+    try:
+        unfinished = unfinished_batch(checkpoint)
+    except OSError:
+        first = [True]
+
+        def first_only(batch_id: int) -> bool:
+            was, first[0] = first[0], False
+            return was
+
+        return first_only
+    return lambda batch_id: unfinished is not None and batch_id == unfinished
 
 
 def quarantine_frame(df: DataFrame) -> DataFrame:

@@ -25,6 +25,14 @@ from pipelines.gold.type_mapping import map_batch_types
 from pipelines.metrics import MeteredGoldStats, RunMetrics
 from pipelines.mirror_columns import table_properties
 from pipelines.mirror_key import key_of
+from pipelines.one_query import (
+    ONE_QUERY_UNIT,
+    continue_above_state,
+    require_finished,
+    start_one_query,
+    take_relayed,
+    uses_one_query,
+)
 from pipelines.preflight import preflight
 from pipelines.quality.certify import certify, newest_version, pipeline_running
 from pipelines.quality.checks import cdc_checks
@@ -66,9 +74,15 @@ def run_pipeline(
     available_now: bool = True,
     progress: Callable[[str], None] = lambda msg: None,
     stop_after: float | None = None,
+    *,
+    rebuilding: bool = False,
+    from_version: int | None = None,
 ) -> RunSummary:
     """Run the named stages in flow order. ``available_now`` runs each until caught up, one after
-    the other; otherwise all run together until stopped (Ctrl-C, a failure, or ``stop_after`` seconds)."""
+    the other; otherwise all run together until stopped (Ctrl-C, a failure, or ``stop_after`` seconds).
+    Every stage of a ``queries: one`` warehouse runs as one query (:mod:`pipelines.one_query`); stages of their
+    own run there only to rebuild silver and gold (``rebuilding``), or as gold over what a day-two command
+    appended to silver at ``from_version`` (a gold stream of its own from that version on)."""
     wh = Warehouse.from_config(cfg)
     _require_schemas(spark, wh)
     preflight(spark, cfg, wh)
@@ -77,29 +91,36 @@ def run_pipeline(
     starters = {
         "bronze": lambda: [start_bronze(spark, cfg, wh, s, available_now) for s in cfg.sources],
         "silver": lambda: [start_silver(spark, cfg, wh, available_now, silver_stats)],
-        "gold": lambda: [start_gold(spark, cfg, wh, available_now, gold_stats, gold_stream)],
+        "gold": lambda: [start_gold(spark, cfg, wh, available_now, gold_stats, gold_stream, from_version=from_version)],
+        ONE_QUERY_UNIT: lambda: [start_one_query(spark, cfg, wh, available_now, silver_stats, gold_stats, gold_stream)],
     }
     ordered = [s for s in STAGES if s in stages]
+    one = not rebuilding and from_version is None and uses_one_query(wh, cfg, stages)
+    units = [ONE_QUERY_UNIT] if one else ordered  # what runs, in flow order
     if available_now:
-        for stage in ordered:
+        for unit in units:
             began = time.monotonic()
-            progress(f"{stage}: running until caught up ...")
-            for query in starters[stage]():
+            progress(f"{unit}: running until caught up ...")
+            for query in starters[unit]():
                 _await(query)
             _take_relayed(spark, wh, silver_stats, gold_stats)
-            if stage == "gold":  # changes an earlier continuous run left waiting: a run until caught up merges them
+            # changes an earlier continuous run left waiting: a run until caught up merges them
+            if unit in ("gold", ONE_QUERY_UNIT):
                 gold_stats.add(flush_due(spark, cfg, wh, gold_stream, drain=True))
                 _record_consistent(spark, cfg, wh, progress)
-            summary.seconds[stage] = round(time.monotonic() - began, 1)
-            summary.stages.append(stage)
-            progress(f"{stage}: done in {summary.seconds[stage]} s")
+                if unit == "gold":  # a warehouse run as one query: its next batches above what this gold wrote
+                    continue_above_state(spark, wh)
+            summary.seconds[unit] = round(time.monotonic() - began, 1)
+            summary.stages.append(unit)
+            progress(f"{unit}: done in {summary.seconds[unit]} s")
     else:
-        queries = [q for stage in ordered for q in starters[stage]()]
+        queries = [q for unit in units for q in starters[unit]()]
         connect = is_connect(spark)
-        # between gold's batches this run does what other commands ask of it (rebuild --table); over Connect the
-        # batches run in a worker whose stream this process cannot reach
-        server = RebuildServer.of(spark, cfg, wh, gold_stream) if "gold" in ordered and not connect else None
-        progress(f"running {', '.join(ordered)} continuously every {cfg.processing_time}; Ctrl-C stops")
+        # between gold's batches this run does what other commands ask of it (rebuild --table: its changes go to
+        # silver, which only a gold stream reads); over Connect the batches run in a worker this process cannot reach
+        serves = "gold" in units and not connect
+        server = RebuildServer.of(spark, cfg, wh, gold_stream) if serves else None
+        progress(f"running {', '.join(units)} continuously every {cfg.processing_time}; Ctrl-C stops")
         began = time.monotonic()
         try:
             while all(q.isActive for q in queries):
@@ -135,7 +156,7 @@ def run_pipeline(
                 progress(f"gold: stopping, {len(flushed.written)} mirrors with waiting changes merged")
         if "gold" in ordered:
             _record_consistent(spark, cfg, wh, progress)
-        summary.stages = ordered
+        summary.stages = units
     gold_stream.close()  # its kept threads and their sessions: the run's streams are over
     summary.skipped = silver_stats.skipped
     summary.applied, summary.stale, summary.gold_quarantined = (
@@ -184,6 +205,10 @@ def _take_relayed(spark: SparkSession, wh: Warehouse, silver: SilverStats, gold:
     relayed = receive(spark, relay_key(gold_checkpoint(wh)))
     if relayed is not None:
         gold.add(relayed)
+    relayed = take_relayed(spark, wh)
+    if relayed is not None:
+        silver.add(relayed[0].rows)
+        gold.add(relayed[1])
 
 
 def _require_schemas(spark: SparkSession, wh: Warehouse) -> None:
@@ -321,9 +346,10 @@ def rebuild(spark: SparkSession, cfg: PipelineConfig, progress: Callable[[str], 
     to the end. Deterministic decoding, ordering and idempotency ids make the rebuilt tables equal
     to the ones they replace (tests/spark/test_gold_vs_model.py checks it)."""
     wh = Warehouse.from_config(cfg)
+    require_finished(wh, "lakecdc rebuild")
     for item in wh.drop_derived(spark):
         progress(f"dropped {item}")
-    return run_pipeline(spark, cfg, ("silver", "gold"), available_now=True, progress=progress)
+    return run_pipeline(spark, cfg, ("silver", "gold"), available_now=True, progress=progress, rebuilding=True)
 
 
 def _gold_query(queries: list):

@@ -28,12 +28,11 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.config import PipelineConfig
 from pipelines.connect_relay import open_relay, send
-from pipelines.delta_writes import append_once, quarantine_frame, run_id
+from pipelines.delta_writes import append_once, may_be_retried, quarantine_frame, run_id
 from pipelines.errors import Outage
 from pipelines.formats import Change, DecodeContext, Reject, get_decoder
 from pipelines.formats.base import MAX_SEQ_DIGITS, ROW_OPS, Decoder, check_changes, message_budget
@@ -314,32 +313,45 @@ def write_silver_batch(
     aggregate, one commit per table with rows. Returns the rows written per kind.
 
     Each append carries a commit marker (:func:`~pipelines.delta_writes.append_once`); with ``check`` (a
-    batch an earlier run began and did not finish, :func:`may_be_retried`, or a direct call) it first looks
-    for the marker and skips a write an earlier attempt made. Open-source Delta checks a ``txnAppId`` stamp by
-    rebuilding the table's state (Spark jobs on every write); a marker costs a look only where a retry can be."""
+    batch an earlier run began and did not finish, :func:`~pipelines.delta_writes.may_be_retried`, or a direct
+    call) it first looks for the marker and skips a write an earlier attempt made. Open-source Delta checks a
+    ``txnAppId`` stamp by rebuilding the table's state (Spark jobs on every write); a marker costs a look only
+    where a retry can be."""
     batch_df = batch_df.persist()
     try:
-        per_source = count_rows(batch_df)
-        counts = {kind: sum(int(r[f"{kind}_rows"]) for r in per_source) for _t, kind, _c in _OUTPUTS}
-        for table, kind, columns in _OUTPUTS:
-            if counts[kind]:
-                frame = _shaped(batch_df.where(f"kind = '{kind}'"), table, columns)
-                append_once(frame, wh.silver(table), batch_marker(app_id, table, batch_id), check)
-        if per_source:
-            frame = counts_frame(spark, app_id, batch_id, per_source)
-            append_once(frame, wh.silver("batch_counts"), batch_marker(app_id, "batch_counts", batch_id), check)
-        log.info(
-            "silver batch %d: %d changes, %d heartbeats, %d ddl, %d quarantined, %d skipped",
-            batch_id,
-            counts["change"],
-            counts["heartbeat"],
-            counts["ddl"],
-            counts["quarantine"],
-            counts["skipped"],
-        )
-        return counts
+        return write_decoded(spark, batch_df, batch_id, wh, app_id, check)
     finally:
         batch_df.unpersist()
+
+
+def write_decoded(
+    spark: SparkSession, decoded: DataFrame, batch_id: int, wh: Warehouse, app_id: str, check: bool
+) -> dict[str, int]:
+    """:func:`write_silver_batch` of a batch the caller has persisted (it reads ``decoded`` once per table)."""
+    per_source = count_rows(decoded)
+    counts = {kind: sum(int(r[f"{kind}_rows"]) for r in per_source) for _t, kind, _c in _OUTPUTS}
+    for table, kind, columns in _OUTPUTS:
+        if counts[kind]:
+            frame = _shaped(decoded.where(f"kind = '{kind}'"), table, columns)
+            append_once(frame, wh.silver(table), batch_marker(app_id, table, batch_id), check)
+    if per_source:
+        frame = counts_frame(spark, app_id, batch_id, per_source)
+        append_once(frame, wh.silver("batch_counts"), batch_marker(app_id, "batch_counts", batch_id), check)
+    log.info(
+        "silver batch %d: %d changes, %d heartbeats, %d ddl, %d quarantined, %d skipped",
+        batch_id,
+        counts["change"],
+        counts["heartbeat"],
+        counts["ddl"],
+        counts["quarantine"],
+        counts["skipped"],
+    )
+    return counts
+
+
+def changes_of(decoded: DataFrame) -> DataFrame:
+    """The rows of ``changes`` a decoded batch appends, in that table's columns (what gold reads of it)."""
+    return _shaped(decoded.where("kind = 'change'"), "changes", CHANGES_COLUMNS)
 
 
 def ensure_silver(spark: SparkSession, wh: Warehouse) -> None:
@@ -356,28 +368,6 @@ def decode_frame_schema_only(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], DECODED_DDL)
 
 
-def may_be_retried(checkpoint: str) -> Callable[[int], bool]:
-    """Whether a batch of the stream about to start from ``checkpoint`` may have been written before: only
-    the one an earlier run began and did not finish, the newest in the checkpoint's ``offsets`` log with no
-    entry in its ``commits`` log (Spark writes the first before a batch, the second after it). Where the
-    checkpoint cannot be listed, the stream's first batch, the one a restart runs again."""
-    root = Path(checkpoint)
-    try:
-        logs = [{int(p.name) for p in (root / d).iterdir() if p.name.isdigit()} if (root / d).is_dir() else set()
-                for d in ("offsets", "commits")]  # fmt: skip
-    except OSError:
-        first = [True]
-
-        def first_only(batch_id: int) -> bool:
-            was, first[0] = first[0], False
-            return was
-
-        return first_only
-    offsets, commits = logs
-    unfinished = max(offsets, default=None)
-    return lambda batch_id: unfinished is not None and unfinished not in commits and batch_id == unfinished
-
-
 def silver_checkpoint(wh: Warehouse) -> str:
     """Where the silver query keeps its checkpoint."""
     return wh.checkpoint("silver", "decode")
@@ -388,7 +378,8 @@ def start_silver(
 ) -> StreamingQuery:
     """Start the silver query: bronze → decoded rows → the silver tables, checkpointed. ``stats``, when
     given, adds up the rows of each kind the run writes (the run summary's skipped changes). Only a batch
-    an earlier run began and did not finish (:func:`may_be_retried`) looks for its commit markers."""
+    an earlier run began and did not finish (:func:`~pipelines.delta_writes.may_be_retried`) looks for its
+    commit markers."""
     ensure_silver(spark, wh)
     checkpoint = silver_checkpoint(wh)
     app_id = f"lakecdc-silver-{run_id(checkpoint)}"
@@ -413,4 +404,15 @@ def start_silver(
     return writer.start()
 
 
-__all__ = ["SilverStats", "decode_frame", "last_seen", "start_silver", "write_silver_batch", "reconcile", "seq_text"]
+__all__ = [
+    "SilverStats",
+    "batch_marker",
+    "changes_of",
+    "decode_frame",
+    "last_seen",
+    "reconcile",
+    "seq_text",
+    "start_silver",
+    "write_decoded",
+    "write_silver_batch",
+]

@@ -99,6 +99,7 @@ def _show(spark, wh, groups: list[dict], args) -> int:
 
 
 def _replay(spark, cfg, wh, args, groups: list[dict] | None = None) -> int:
+    from pipelines.one_query import require_finished
     from pipelines.quarantine import commit, replay_plan
 
     if groups is None:
@@ -126,10 +127,11 @@ def _replay(spark, cfg, wh, args, groups: list[dict] | None = None) -> int:
     if not plan.outcomes:
         print(json.dumps({**plan.to_json(), "replayed": True}) if args.json else "nothing to replay")
         return 0
+    require_finished(wh, "quarantine replay")
     run = f"quarantine-replay-{uuid.uuid4().hex[:12]}"
     commit(spark, wh, plan, run)
     progress_line(f"{run}: {plan.change_count} changes of {len(replaying)} groups appended to silver changes")
-    summary = _gold(spark, cfg)
+    summary = _gold(spark, cfg, run)
     result = _result(plan, "replayed", run, summary)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
@@ -143,12 +145,23 @@ def _replay(spark, cfg, wh, args, groups: list[dict] | None = None) -> int:
     return 0
 
 
-def _gold(spark, cfg):
-    """Run gold until caught up: it applies what was appended to silver, with every other change waiting."""
-    from pipelines.runner import run_pipeline
+def _gold(spark, cfg, run: str):
+    """Run gold until caught up: it applies what ``run`` appended to silver, with every other change waiting. A
+    warehouse run as one query has no gold stream over silver: gold reads from that append on."""
+    from pipelines.config import STAGES
+    from pipelines.one_query import uses_one_query
+    from pipelines.quarantine import appended_commit
+    from pipelines.runner import RunSummary, run_pipeline
+    from pipelines.warehouse import Warehouse
 
+    wh, from_version = Warehouse.from_config(cfg), None
+    if uses_one_query(wh, cfg, STAGES):
+        appended = appended_commit(spark, wh, run)
+        if appended is None:  # nothing appended: nothing to apply
+            return RunSummary()
+        from_version = appended[0]
     with reporting_batches(spark) as progress:
-        return run_pipeline(spark, cfg, ("gold",), available_now=True, progress=progress)
+        return run_pipeline(spark, cfg, ("gold",), available_now=True, progress=progress, from_version=from_version)
 
 
 def cmd_rebuild_some(args: argparse.Namespace) -> int:
@@ -163,6 +176,7 @@ def rebuild_table(args: argparse.Namespace) -> int:
     """``lakecdc rebuild --table T``: one mirror (and its history) again from bronze (:mod:`pipelines.quarantine`)."""
     from pipelines.cli_commands.pipeline import with_locations
     from pipelines.config import load_config
+    from pipelines.one_query import require_finished
     from pipelines.quarantine import rebuild_mirror, rebuild_plan
     from pipelines.spark import get_spark
     from pipelines.warehouse import Warehouse
@@ -190,6 +204,7 @@ def rebuild_table(args: argparse.Namespace) -> int:
         return asked
     with holding_warehouse(cfg, "rebuild", args.wait):
         spark = get_spark("lakecdc-rebuild", master=args.master)
+        require_finished(wh, f"lakecdc rebuild --table {args.table}")
         run = f"rebuild-{uuid.uuid4().hex[:12]}"
         rebuilt = _table_plan(spark, cfg, wh, args.table, lambda s, c, w, n: rebuild_mirror(s, c, w, n, run))
         if rebuilt is None:
@@ -197,7 +212,7 @@ def rebuild_table(args: argparse.Namespace) -> int:
         plan, dropped = rebuilt
         for item in dropped:
             progress_line(f"dropped {item}")
-        summary = _gold(spark, cfg)
+        summary = _gold(spark, cfg, run)
     result = _result(plan, "rebuilt", run, summary)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))

@@ -8,6 +8,7 @@ See ``conf/pipeline.example.yaml`` for every option with comments. The shape::
     checkpoints: null               # default: <warehouse>/_checkpoints (local warehouse only)
     trigger: available_now          # or: continuous (with processing_time)
     processing_time: 10 seconds
+    queries: per_stage              # or: one (a single query lands, decodes and applies each batch)
     status: {max_lag_seconds: 900}  # `lakecdc status` exits 1 beyond it (and beyond a source's freshness)
     limits: {max_message_bytes: 16777216, max_depth: 64, max_width: 100000, max_elements: 1000000}
     sources:
@@ -52,6 +53,7 @@ from pipelines.config.model import (
     DEFAULT_TABLE_FEATURES,
     INVALID_VALUE_POLICIES,
     MAX_GOLD_PARALLELISM,
+    QUERIES,
     SCHEMA_POLICIES,
     STAGES,
     KafkaSource,
@@ -76,6 +78,7 @@ __all__ = [
     "DEFAULT_TABLE_FEATURES",
     "INVALID_VALUE_POLICIES",
     "MAX_GOLD_PARALLELISM",
+    "QUERIES",
     "SCHEMA_POLICIES",
     "SECTIONS",
     "STAGES",

@@ -105,6 +105,14 @@ TOP_LEVEL = Section(
             "10 seconds",
             "With `trigger: continuous` (and no `--once`), a micro-batch this often (`10 seconds`, `1 minute`).",
         ),
+        Field(
+            "queries",
+            "per_stage | one",
+            "per_stage",
+            "per_stage: bronze, silver and gold are three streaming queries; one: a single query lands, decodes "
+            "and applies each batch of the sources (one trigger between a message and its mirror). A warehouse "
+            "keeps the shape it was first run with.",
+        ),
         Field("limits", "mapping (see `limits`)", "{}", "Sizes past which a message is quarantined."),
         Field(
             "sources",

@@ -67,6 +67,8 @@ MAX_CLUSTER_COLUMNS = 4
 
 #: The stages in flow order: one per layer of the warehouse.
 STAGES = LAYERS
+#: How a run of every stage runs: three streaming queries, or one that lands, decodes and applies each batch.
+QUERIES = ("per_stage", "one")
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,7 @@ class PipelineConfig:
     checkpoints: str | None = None
     trigger: str = "available_now"
     processing_time: str = "10 seconds"
+    queries: str = "per_stage"  # QUERIES: three streaming queries, or one (pipelines.one_query)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
     max_width: int = DEFAULT_MAX_WIDTH  # elements of one JSON array / object in a message

@@ -25,6 +25,7 @@ from pipelines.config.model import (
     DEFAULT_TABLE_FEATURES,
     INVALID_VALUE_POLICIES,
     MAX_GOLD_PARALLELISM,
+    QUERIES,
     SCHEMA_POLICIES,
     TABLE_FEATURES,
     KafkaSource,
@@ -127,6 +128,9 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
             "processing_time",
             f"must be a Spark trigger interval such as '10 seconds' or '1 minute', got {processing_time!r}",
         )
+    queries = root.get("queries", "per_stage")
+    if queries not in QUERIES:
+        v.fail("queries", f"must be {' or '.join(QUERIES)}, got {queries!r}")
     catalog = v.text(root.get("catalog"), "catalog", None)
     schema = v.text(root.get("schema"), "schema", None)
     schemas_raw = v.mapping(root.get("schemas") or {}, "schemas")
@@ -155,6 +159,7 @@ def parse_config(data: Any, origin: str = "<config>") -> PipelineConfig:
         checkpoints=checkpoints,
         trigger=trigger,
         processing_time=processing_time,
+        queries=queries,
         **limits,
         default_table=default_table,
         format_options=format_options,

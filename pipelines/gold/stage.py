@@ -37,7 +37,7 @@ from pipelines.gold.batch_writes import choose_due, write_batch
 from pipelines.gold.due import EARLY
 from pipelines.gold.profile import SOURCE_IDENTITY_SQL, source_table_col
 from pipelines.gold.state import GoldState
-from pipelines.gold.stream import GoldStream
+from pipelines.gold.stream import GoldStream, StateBases
 from pipelines.silver import ensure_silver
 from pipelines.warehouse import Warehouse
 
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SOURCE_IDENTITY_SQL",
     "GoldStats",
+    "appended_checkpoint",
     "GoldStream",
     "apply_gold_batch",
     "flush_due",
@@ -70,6 +71,8 @@ def apply_gold_batch(
     call) every mirror is merged and every write first looks for its commit marker, as a retry must."""
     own = stream is None
     stream = stream or GoldStream()
+    if stream.bases is not None:
+        stream.base = stream.bases.base_for(batch_id)
     try:
         with stream.lock:
             stats = run_batch(BatchRun.of(spark, cfg, wh, app_id, batch_id, stream), batch_df, stream)
@@ -105,38 +108,51 @@ def start_gold(
     available_now: bool,
     stats: GoldStats | None = None,
     stream: GoldStream | None = None,
+    from_version: int | None = None,
 ) -> StreamingQuery:
     """Start the gold query: silver ``changes`` → :func:`apply_gold_batch`, checkpointed. Run until caught
     up (``available_now``), every mirror is merged each batch; run continuously, mirrors wait within their
     freshness budget (:mod:`pipelines.gold.due`). Over Spark Connect the batches run in a worker beside the
     server, on a stream and stats of their own: every batch merges every mirror (the runner's flushes between
     batches cannot reach that stream), and the runner takes the stats back once the query has stopped
-    (:mod:`pipelines.connect_relay`)."""
+    (:mod:`pipelines.connect_relay`). ``from_version``: read silver from that version on, checkpointed apart
+    (:func:`appended_checkpoint`): what a day-two command appended, in a warehouse run as one query, whose gold
+    reads no silver stream."""
     ensure_silver(spark, wh)
-    checkpoint = gold_checkpoint(wh)
+    checkpoint = gold_checkpoint(wh) if from_version is None else appended_checkpoint(wh, from_version)
     app_id = f"lakecdc-gold-{run_id(checkpoint)}"
     stats = stats if stats is not None else GoldStats()
     stream = stream or GoldStream()
-    stream.drain = available_now
+    stream.drain, stream.app_id = available_now, app_id
+    if from_version is not None:  # a second writer of gold's state: its batches numbered above the state's
+        stream.bases = StateBases.of(checkpoint)
+        if not stream.bases.entries():
+            stream.bases.start_above(0, GoldState(wh).newest_batch(spark))
     relay = open_relay(spark, checkpoint)
     if relay is not None:  # the batches run in a worker beside the server, on copies: pipelines.connect_relay
         # no flush between batches can reach the worker's stream: every batch merges every mirror it has
-        stats, stream = GoldStats(), GoldStream(drain=True)
+        stats, stream = GoldStats(), GoldStream(drain=True, app_id=app_id, bases=stream.bases)
 
     def each_batch(df: DataFrame, batch_id: int) -> None:
         stats.add(apply_gold_batch(spark, df, batch_id, cfg, wh, app_id, stream))
         if relay is not None:
             send(spark, relay, stats)
 
+    starting = {} if from_version is None else {"startingVersion": str(from_version)}
     writer = (
         wh.silver("changes")
-        .read_stream(spark, maxBytesPerTrigger=str(cfg.batch_bytes))  # limits.batch_bytes: a backlog in bounded batches
+        .read_stream(spark, maxBytesPerTrigger=str(cfg.batch_bytes), **starting)  # limits.batch_bytes: bounded batches
         .writeStream.queryName("gold_apply")
         .option("checkpointLocation", checkpoint)
         .foreachBatch(each_batch)
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.processing_time)
     return writer.start()
+
+
+def appended_checkpoint(wh: Warehouse, version: int) -> str:
+    """Where a gold stream over silver from ``version`` on keeps its checkpoint (:func:`start_gold`)."""
+    return wh.checkpoint("gold", f"appended-{version}")
 
 
 def flush_due(
@@ -179,7 +195,7 @@ def _flush(spark: SparkSession, cfg: PipelineConfig, wh: Warehouse, stream: Gold
     if last is None:  # nothing applied by this stream yet: the newest batch that left changes waiting
         batches = [max(p.batches) for p in stream.pending.values()]
         last = max(batches + [stream.later_batch if stream.later_batch is not None else -1]) - stream.base
-    app_id = f"lakecdc-gold-{run_id(gold_checkpoint(wh))}"
+    app_id = stream.app_id or f"lakecdc-gold-{run_id(gold_checkpoint(wh))}"
     drain_before, stream.drain = stream.drain, drain or stream.drain
     try:
         empty = spark.createDataFrame([], wh.silver("changes").read(spark).schema)

@@ -107,6 +107,18 @@ class GoldState:
             if added:
                 spark.sql(f"ALTER TABLE {ref.sql} ADD COLUMNS ({', '.join(added)})")
 
+    def newest_batch(self, spark: SparkSession) -> int:
+        """The newest batch any state table holds rows of (-1: none): a stream of another checkpoint numbers its
+        batches above it (:func:`pipelines.gold.stream.StateBases`)."""
+        from pyspark.sql import functions as F
+
+        newest = -1
+        for ref in (self.keys, self.pending, self.progress, self.later):
+            if ref.exists(spark):
+                got = ref.read(spark).agg(F.max("batch")).first()[0]
+                newest = max(newest, -1 if got is None else int(got))
+        return newest
+
     # ---------------------------------------------------------------- key state
 
     def key_state(self, spark: SparkSession, wanted: DataFrame, batch_id: int, small: bool = False) -> DataFrame:

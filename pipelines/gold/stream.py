@@ -6,8 +6,11 @@ them once (:meth:`GoldStream.load`) and keeps its copy current as its batches wr
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.gold.parallel import Workers
@@ -16,6 +19,43 @@ from pipelines.gold.state import LATER, GoldState, Pending
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class StateBases:
+    """Where a stream's batches start in the state tables' numbering: batch ``b`` of the stream is state batch
+    ``base + b``, ``base`` that of the newest entry (first batch, base) at or below ``b`` (0 without one), kept in
+    a file of the stream's checkpoint. A warehouse run as one query has a second writer of gold's state: a
+    day-two command applies what it appended to silver through a gold stream of its own (pipelines.one_query).
+    Each numbers its batches above the other's: a batch reads key state of the batches below its own, so one
+    numbered below the other's would take those later rows for none, or its own for history."""
+
+    path: str
+
+    @classmethod
+    def of(cls, checkpoint: str) -> StateBases:
+        return cls(f"{checkpoint}/lakecdc_state_bases.json")
+
+    def entries(self) -> list[tuple[int, int]]:
+        file = Path(self.path)
+        return [(int(b), int(base)) for b, base in json.loads(file.read_text())] if file.is_file() else []
+
+    def base_for(self, batch_id: int) -> int:
+        return max(((b, base) for b, base in self.entries() if b <= batch_id), default=(0, 0))[1]
+
+    def start_above(self, batch_id: int, newest: int) -> None:
+        """From ``batch_id`` on, number the stream's batches above state batch ``newest`` (where they are not).
+        The first call records its base whatever it is: a retry of the stream's first batch finds it."""
+        entries, base = self.entries(), self.base_for(batch_id)
+        if entries and base + batch_id > newest:
+            return
+        base = max(base, newest + 1 - batch_id)
+        entries = [e for e in entries if e[0] < batch_id] + [(batch_id, base)]
+        file = Path(self.path)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        written = file.with_suffix(".tmp")
+        written.write_text(json.dumps(entries))
+        os.replace(written, file)  # whole or not at all: a crash leaves the entries before
 
 
 @dataclass
@@ -37,6 +77,8 @@ class GoldStream:
     later_round: int = -1  # the newest round of changes of new tables waiting (state's ``later`` table)
     later_batch: int | None = None  # ... and the batch that wrote it
     later_tables: list[str] = field(default_factory=list)  # the new tables whose changes wait (this stream's)
+    app_id: str | None = None  # the commit markers' id of the query whose batches this stream applies
+    bases: StateBases | None = None  # where its batches start in the state tables' numbering (None: base)
 
     def workers_for(self, parallelism: int) -> Workers | None:
         """The stream's kept threads (made on first use)."""

@@ -115,6 +115,7 @@ PARSED: dict[tuple[str, str], Callable[[PipelineConfig], object] | None] = {
     ("", "schemas"): lambda c: c.schemas,
     ("", "trigger"): lambda c: c.trigger,
     ("", "processing_time"): lambda c: c.processing_time,
+    ("", "queries"): lambda c: c.queries,
     ("", "limits"): None,
     ("", "tables"): lambda c: c.tables,
     ("", "default_table"): lambda c: c.default_table,

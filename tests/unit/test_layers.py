@@ -68,6 +68,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "orchestration",
         (
+            "pipelines.one_query",
             "pipelines.runner",
             "pipelines.export",
             "pipelines.status",

@@ -1,11 +1,11 @@
-"""Which silver batch looks for its commit markers (pipelines.silver.may_be_retried): only the one a restart
+"""Which silver batch looks for its commit markers (pipelines.delta_writes.may_be_retried): only the one a restart
 runs again."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.silver import may_be_retried
+from pipelines.delta_writes import may_be_retried
 
 
 def _log(root, name: str, *batches: int) -> None:
