@@ -158,17 +158,19 @@ def run_id(checkpoint: str) -> str:
     return value
 
 
+def logged_batches(checkpoint: str, log_name: str) -> set[int]:
+    """The batch ids in a stream checkpoint's ``offsets`` or ``commits`` log (none: the log is not there yet).
+    Raises OSError where the checkpoint cannot be listed."""
+    log_dir = Path(checkpoint) / log_name
+    return {int(p.name) for p in log_dir.iterdir() if p.name.isdigit()} if log_dir.is_dir() else set()
+
+
 def unfinished_batch(checkpoint: str) -> int | None:
     """The batch an earlier run of the stream at ``checkpoint`` began and did not finish: the newest in its
     ``offsets`` log with no entry in its ``commits`` log (Spark writes the first before a batch, the second after
     it); None: none. Raises OSError where the checkpoint cannot be listed."""
-    root = Path(checkpoint)
-    offsets, commits = (
-        {int(p.name) for p in (root / d).iterdir() if p.name.isdigit()} if (root / d).is_dir() else set()
-        for d in ("offsets", "commits")
-    )
-    unfinished = max(offsets, default=None)
-    return None if unfinished is None or unfinished in commits else unfinished
+    unfinished = max(logged_batches(checkpoint, "offsets"), default=None)
+    return None if unfinished is None or unfinished in logged_batches(checkpoint, "commits") else unfinished
 
 
 def may_be_retried(checkpoint: str) -> Callable[[int], bool]:

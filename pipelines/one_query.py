@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from pipelines.bronze import ensure_bronze, source_stream
 from pipelines.config import STAGES, PipelineConfig
 from pipelines.connect_relay import open_relay, receive, relay_key, send
-from pipelines.delta_writes import append_once, may_be_retried, run_id, unfinished_batch
+from pipelines.delta_writes import append_once, logged_batches, may_be_retried, run_id, unfinished_batch
 from pipelines.errors import ConfigError
 from pipelines.gold.batch import GoldStats
 from pipelines.gold.stage import apply_gold_batch
@@ -73,11 +73,16 @@ def one_query_checkpoint(wh: Warehouse) -> str:
     return wh.checkpoint("run", "one_query")
 
 
+def is_one_query(wh: Warehouse) -> bool:
+    """Whether the one query ran on this warehouse (its checkpoint is there): its shape, whatever the config says."""
+    return Path(one_query_checkpoint(wh)).is_dir()
+
+
 def uses_one_query(wh: Warehouse, cfg: PipelineConfig, stages: tuple[str, ...]) -> bool:
     """Whether this run is the one query: every stage asked for, and ``queries: one`` (or a warehouse the one query
     ran before). Raises :class:`ConfigError` for a run of the other shape than the warehouse's, which would read the
     sources (or bronze) from the start again and land every message twice."""
-    one = Path(one_query_checkpoint(wh)).is_dir()
+    one = is_one_query(wh)
     bronze = Path(wh.checkpoint_root) / "bronze"
     per_stage = bronze.is_dir() and any(bronze.iterdir())
     if tuple(stages) != tuple(STAGES):
@@ -153,9 +158,9 @@ def start_one_query(
 def require_finished(wh: Warehouse, command: str) -> None:
     """Refuse ``command`` (a day-two command that writes silver) while the one query has a batch an earlier run
     began and did not finish: its retry would append its messages to silver again."""
-    checkpoint = one_query_checkpoint(wh)
-    if not Path(checkpoint).is_dir():
+    if not is_one_query(wh):
         return
+    checkpoint = one_query_checkpoint(wh)
     batch = unfinished_batch(checkpoint)
     if batch is not None:
         raise ConfigError(
@@ -168,11 +173,9 @@ def continue_above_state(spark: SparkSession, wh: Warehouse) -> None:
     """After a day-two command applied changes through a gold stream of its own: the one query's next batches
     numbered above what it wrote to gold's state (nothing on a warehouse the one query never ran)."""
     checkpoint = one_query_checkpoint(wh)
-    commits = Path(checkpoint) / "commits"
-    if not commits.is_dir():
-        return
-    next_batch = max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=-1) + 1
-    StateBases.of(checkpoint).start_above(next_batch, GoldState(wh).newest_batch(spark))
+    committed = logged_batches(checkpoint, "commits")
+    if committed:
+        StateBases.of(checkpoint).start_above(max(committed) + 1, GoldState(wh).newest_batch(spark))
 
 
 def take_relayed(spark: SparkSession, wh: Warehouse) -> tuple[SilverStats, GoldStats] | None:
@@ -184,6 +187,7 @@ __all__ = [
     "ONE_QUERY_UNIT",
     "QUERY_NAME",
     "continue_above_state",
+    "is_one_query",
     "one_query_checkpoint",
     "require_finished",
     "start_one_query",

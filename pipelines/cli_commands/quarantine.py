@@ -147,15 +147,15 @@ def _replay(spark, cfg, wh, args, groups: list[dict] | None = None) -> int:
 
 def _gold(spark, cfg, run: str):
     """Run gold until caught up: it applies what ``run`` appended to silver, with every other change waiting. A
-    warehouse run as one query has no gold stream over silver: gold reads from that append on."""
-    from pipelines.config import STAGES
-    from pipelines.one_query import uses_one_query
+    warehouse run as one query (its shape, whatever ``queries:`` says) has no gold stream over silver: gold reads
+    from that append on."""
+    from pipelines.one_query import is_one_query
     from pipelines.quarantine import appended_commit
     from pipelines.runner import RunSummary, run_pipeline
     from pipelines.warehouse import Warehouse
 
     wh, from_version = Warehouse.from_config(cfg), None
-    if uses_one_query(wh, cfg, STAGES):
+    if is_one_query(wh):
         appended = appended_commit(spark, wh, run)
         if appended is None:  # nothing appended: nothing to apply
             return RunSummary()

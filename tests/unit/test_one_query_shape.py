@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.config import STAGES, ConfigError, parse_config
 from pipelines.gold.stream import StateBases
-from pipelines.one_query import one_query_checkpoint, require_finished, uses_one_query
+from pipelines.one_query import is_one_query, one_query_checkpoint, require_finished, uses_one_query
 from pipelines.warehouse import Warehouse
 
 SOURCE = {"name": "s", "format": "oms_canal", "path": "/tmp/landing"}
@@ -38,7 +38,9 @@ def test_a_warehouse_keeps_the_shape_it_was_first_run_with(tmp_path):
     wh = Warehouse.from_config(one)
     assert uses_one_query(wh, one, STAGES) and not uses_one_query(wh, per, STAGES)  # a new warehouse: as asked
     assert not uses_one_query(wh, one, ("gold",))  # a stage of its own: a day-two command's gold
+    assert not is_one_query(wh)
     Path(one_query_checkpoint(wh)).mkdir(parents=True)
+    assert is_one_query(wh)  # the warehouse's shape, whatever its config says: day two's gold follows it
     with pytest.raises(ConfigError, match="is run as one query"):
         uses_one_query(wh, one, ("silver",))
     with pytest.raises(ConfigError, match="queries: per_stage, but this warehouse is run as one query"):
