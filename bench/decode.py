@@ -19,7 +19,7 @@ Each method runs once on a slice (Python workers up, code generated, classes loa
 on the whole bronze; the best run counts.
 
 Avro (``oms_avro``) has no Spark-native comparison here (``spark-avro`` is not on the classpath), so
-only its own rate is given; the target (≥ 0.7× bare ``from_json``) is for the JSON formats.
+only its own rate is given; the target (issue 41: ≥ 0.5× bare ``from_json``) is for the JSON formats.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from pipelines.config import parse_config
 from pipelines.layout import DECODED_DDL
 from pipelines.silver import bronze_input, decode_frame
 from pipelines.testing.simulator import generate_history, pipeline_yaml_many
+
+#: Issue 41's target: the worst JSON format's decode at least this fraction of bare ``from_json``'s rate.
+MIN_RATIO = 0.5
 
 FORMATS = ("oms_default", "oms_canal", "dataworks_kafka", "dts_canal", "oms_avro")
 
@@ -271,6 +274,9 @@ def run_decode(spark, work: Path, sizes: dict) -> dict:
         "cases": cases,
         "figures": figures,
         "ratio": worst,
-        "target": {"text": "≥ 0.7× bare from_json for every JSON format (the worst one shown)", "min": 0.7},
-        "verdict": "PASS" if worst is not None and worst >= 0.7 else "FAIL",
+        "target": {
+            "text": f"≥ {MIN_RATIO}× bare from_json for every JSON format (the worst one shown)",
+            "min": MIN_RATIO,
+        },
+        "verdict": "PASS" if worst is not None and worst >= MIN_RATIO else "FAIL",
     }
