@@ -202,17 +202,37 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 def stage_batches(queries) -> dict[str, dict]:
     """Per streaming query, its recent micro-batches that read rows (Spark keeps the last 100 progress
-    reports): how many, the rows they read, and their seconds (median, max, sum): which stage the lag builds in."""
+    reports): how many, the rows they read, and their seconds (median, max, sum): which stage the lag builds in;
+    ``trigger_steps``: the same per step of Spark's trigger (``durationMs``: ``latestOffset``, ``addBatch`` (the
+    batch's own work), ``walCommit``, ...)."""
     out = {}
     for q in queries:
         busy = [p for p in q.recentProgress if p.get("numInputRows")]
-        seconds = sorted((p.get("durationMs") or {}).get("triggerExecution", 0) / 1000 for p in busy)
+        durations = [{k: v / 1000 for k, v in (p.get("durationMs") or {}).items()} for p in busy]
+        seconds = sorted(d.get("triggerExecution", 0) for d in durations)
         out[q.name or str(q.id)] = {
             "batches": len(busy),
             "rows": sum(int(p["numInputRows"]) for p in busy),
             "median_seconds": rounded(seconds[len(seconds) // 2]) if seconds else None,
             "max_seconds": rounded(seconds[-1]) if seconds else None,
             "sum_seconds": rounded(sum(seconds)),
+            "trigger_steps": step_seconds(durations),
+        }
+    return out
+
+
+def step_seconds(batches: list[dict]) -> dict[str, dict]:
+    """Per step, over the batches given (each ``{step: seconds}``; its ``batch`` id and ``flush`` mark are no
+    steps): median, max and sum of its seconds per batch, in the order the steps first appear."""
+    steps = dict.fromkeys(k for b in batches for k in b if k not in ("batch", "flush"))
+    out = {}
+    for step in steps:
+        values = sorted(b[step] for b in batches if step in b)
+        out[step] = {
+            "batches": len(values),
+            "median_seconds": rounded(values[len(values) // 2]),
+            "max_seconds": rounded(values[-1]),
+            "sum_seconds": rounded(sum(values)),
         }
     return out
 
@@ -239,14 +259,19 @@ def continuous_config(work: Path, bootstrap: str, topic: str, source: str, check
     )
 
 
-def start_continuous(spark, cfg, timeout: float) -> tuple[threading.Thread, list[BaseException]]:
+def start_continuous(
+    spark, cfg, timeout: float, summaries: list | None = None
+) -> tuple[threading.Thread, list[BaseException]]:
     """Run the pipeline continuously in a thread (stopped after ``timeout`` s at the latest) and return once
-    gold's stream is up and its first, empty triggers are done; the list gets the pipeline's failure."""
+    gold's stream is up and its first, empty triggers are done; the list gets the pipeline's failure, and
+    ``summaries`` its :class:`~pipelines.runner.RunSummary` once it has stopped."""
     failure: list[BaseException] = []
 
     def pipeline() -> None:
         try:
-            run_pipeline(spark, cfg, available_now=False, stop_after=timeout)
+            summary = run_pipeline(spark, cfg, available_now=False, stop_after=timeout)
+            if summaries is not None:
+                summaries.append(summary)
         except BaseException as exc:  # noqa: BLE001 - reported by the caller
             failure.append(exc)
 

@@ -41,6 +41,7 @@ from bench.latency import (
     rounded,
     stage_batches,
     start_continuous,
+    step_seconds,
     stop_continuous,
     visibility,
     visible_offsets,
@@ -166,7 +167,13 @@ def catch_up(spark, work: Path, broker, sizes: dict, checks: bool) -> dict:
         summary = run_pipeline(spark, cfg, available_now=True)
         whole = time.perf_counter() - began
         _say(f"pipeline: catch-up, queries: {queries} {whole:.1f} s ({summary.seconds}), {summary.applied} applied")
-        out[queries] = {"whole_seconds": round(whole, 2), "stage_seconds": summary.seconds}
+        out[queries] = {
+            "whole_seconds": round(whole, 2),
+            "stage_seconds": summary.seconds,
+            "gold_batches": len(summary.batches),
+            "batch_steps": step_seconds(summary.batches),
+        }
+        _say(f"pipeline: catch-up, queries: {queries}, per batch (median s): {_medians(out[queries]['batch_steps'])}")
     return out
 
 
@@ -211,14 +218,18 @@ def latency_whole(spark, work: Path, broker, records, sizes: dict, checks: bool,
     cfg = continuous_config(
         work / f"whole-latency-{queries}", broker.bootstrap, topic, "whole", checks, sizes["trigger"], queries=queries
     )
-    wh = Warehouse.from_config(cfg)
-    runner, failure = start_continuous(spark, cfg, sizes["timeout"])
+    wh, summaries = Warehouse.from_config(cfg), []
+    runner, failure = start_continuous(spark, cfg, sizes["timeout"], summaries)
     producer = RateProducer(broker.bootstrap, topic, records, sizes["rate"])
     producer.run()
     last = last_offsets(producer.delivered)
     drain(spark, runner.is_alive, lambda: mirrors_caught_up(spark, wh, topic, last), sizes["drain"])
     stages = stop_continuous(spark, runner, failure)
-    return _latency_summary(producer.delivered, visible_offsets(spark, wh, topic), producer.seconds, stages)
+    out = _latency_summary(producer.delivered, visible_offsets(spark, wh, topic), producer.seconds, stages)
+    batches = summaries[0].batches if summaries else []
+    out["gold_batches"] = batches  # each batch's seconds per step, in order
+    out["batch_steps"] = step_seconds(batches)
+    return out
 
 
 def run_pipeline_section(spark, work: Path, sizes: dict, checks: bool) -> dict:
@@ -232,17 +243,33 @@ def run_pipeline_section(spark, work: Path, sizes: dict, checks: bool) -> dict:
         _say(f"pipeline: latency, {len(records)} messages at {sizes['rate']}/s, hand-written then whole ...")
         hand = latency_hand(spark, work, broker, records, sizes)
         _say(f"pipeline: latency, hand-written p50 {hand['p50_seconds']} s, p99 {hand['p99_seconds']} s")
+        _say(f"pipeline: latency, hand-written, per batch (median s): {_query_medians(hand['stage_batches'])}")
         whole = {}
         for queries in QUERIES:
             whole[queries] = latency_whole(spark, work, broker, records, sizes, checks, queries)
             got = whole[queries]
             _say(f"pipeline: latency, queries: {queries} p50 {got['p50_seconds']} s, p99 {got['p99_seconds']} s")
+            _say(f"pipeline: latency, queries: {queries}, per batch (median s): {_query_medians(got['stage_batches'])}")
+            _say(f"pipeline: latency, queries: {queries}, gold's batches (median s): {_medians(got['batch_steps'])}")
     finally:
         for q in spark.streams.active:
             q.stop()
         broker.stop()
     shutil.rmtree(work, ignore_errors=True)
     return _figures(sizes, caught, hand, whole)
+
+
+def _medians(steps: dict[str, dict]) -> str:
+    """``land 1.2, decode 3.4, ...``: each step's median seconds per batch (:func:`~bench.latency.step_seconds`)."""
+    return ", ".join(f"{name} {s['median_seconds']}" for name, s in steps.items()) or "no batch"
+
+
+def _query_medians(stages: dict[str, dict]) -> str:
+    """``gold_apply 25.3 (addBatch 25.1), ...``: each query's median batch and the median of its own work in it."""
+    return ", ".join(
+        f"{name} {q['median_seconds']} (addBatch {q['trigger_steps'].get('addBatch', {}).get('median_seconds')})"
+        for name, q in stages.items()
+    )
 
 
 def _ratio(value: float, compare: float) -> float | None:

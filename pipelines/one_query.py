@@ -45,6 +45,7 @@ from pipelines.errors import ConfigError
 from pipelines.gold.batch import GoldStats
 from pipelines.gold.stage import apply_gold_batch
 from pipelines.gold.state import GoldState
+from pipelines.gold.steps import StepClock
 from pipelines.gold.stream import GoldStream, StateBases
 from pipelines.silver import (
     SilverStats,
@@ -130,18 +131,23 @@ def start_one_query(
         stream = GoldStream(drain=True, app_id=gold_app, bases=stream.bases)
 
     def each_batch(df: DataFrame, batch_id: int) -> None:
-        check = retried(batch_id)
+        check, clock = retried(batch_id), StepClock(spark, "run")
         landed = df.persist()  # the messages of the batch, read from the sources once
         try:
-            append_once(landed, wh.bronze, batch_marker(bronze_app, "raw_messages", batch_id), check)
+            with clock.step("land"):
+                append_once(landed, wh.bronze, batch_marker(bronze_app, "raw_messages", batch_id), check)
             decoded = decode_frame(landed, cfg).persist()  # decoded once: silver's tables and gold read it
             try:
-                silver_stats.add(write_decoded(spark, decoded, batch_id, wh, silver_app, check))
-                gold_stats.add(apply_gold_batch(spark, changes_of(decoded), batch_id, cfg, wh, gold_app, stream))
+                with clock.step("decode"):  # the decode runs in silver's first append
+                    silver_stats.add(write_decoded(spark, decoded, batch_id, wh, silver_app, check))
+                with clock.step("apply"):
+                    applied = apply_gold_batch(spark, changes_of(decoded), batch_id, cfg, wh, gold_app, stream)
             finally:
                 decoded.unpersist()
         finally:
             landed.unpersist()
+        gold_stats.add(with_run_steps(applied, clock.seconds(batch_id)))
+        log.info("one query batch %d: %s", batch_id, clock.summary())
         if relay is not None:
             send(spark, relay, (silver_stats, gold_stats))
 
@@ -153,6 +159,14 @@ def start_one_query(
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.processing_time)
     log.info("one query over %d sources: land, decode and apply each batch (%s)", len(sources), checkpoint)
     return writer.start()
+
+
+def with_run_steps(applied: GoldStats, seconds: dict) -> GoldStats:
+    """Gold's stats of a one-query batch, its seconds per step (``plan`` ... ``record``) beside the one query's own
+    (``land``, ``decode``, ``apply``): one record per batch, from its message to its mirror."""
+    gold = applied.batches[-1] if applied.batches else {}
+    applied.batches = [{**seconds, **{step: s for step, s in gold.items() if step != "batch"}}]
+    return applied
 
 
 def require_finished(wh: Warehouse, command: str) -> None:

@@ -65,6 +65,9 @@ class RunSummary:
     dq_failed: int = 0
     data_docs: str | None = None
     certified: list = field(default_factory=list)  # pipelines.quality.certify.Verdict per mirror checked
+    #: gold's batches, each one's seconds per step (the one query's ``land``/``decode``/``apply`` too; the newest
+    #: ``pipelines.gold.steps.KEPT_BATCHES``)
+    batches: list[dict] = field(default_factory=list)
 
 
 def run_pipeline(
@@ -165,6 +168,7 @@ def run_pipeline(
         gold_stats.quarantined,
     )
     summary.filtered = gold_stats.skipped
+    summary.batches = gold_stats.batches
     if gold_stats.unaccounted:
         progress(
             f"gold: {gold_stats.unaccounted} of {gold_stats.changes} changes were neither applied, stale, "

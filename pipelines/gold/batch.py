@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.delta_writes import append_idempotent, idempotent_dml
 from pipelines.gold.identity import MirrorIdentity
-from pipelines.gold.steps import StepCost
+from pipelines.gold.steps import KEPT_BATCHES, StepCost
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -122,6 +122,9 @@ class GoldStats:
     results: int = 0  # dq_results rows written
     failed: int = 0  # ... of which failed
     steps: dict[str, StepCost] = field(default_factory=dict)  # seconds and Spark jobs per step (pipelines.gold.steps)
+    #: each batch's seconds per step (``{"batch": id, "plan": s, ...}``, ``"flush": True`` for a flush between
+    #: batches; the newest KEPT_BATCHES): where a batch's time goes, batch by batch (``StepClock.seconds``)
+    batches: list[dict] = field(default_factory=list)
     mirrors: dict[str, MirrorCounts] = field(default_factory=dict)  # the counts above per mirror (name for people)
     #: per mirror (name for people) the batch planned: its changes waiting after it, and the oldest one's ingest
     #: time (epoch seconds; None when nothing waits)
@@ -147,6 +150,7 @@ class GoldStats:
         self.failed += other.failed
         for name, cost in other.steps.items():
             self.steps.setdefault(name, StepCost()).add(cost)
+        self.batches = (self.batches + other.batches)[-KEPT_BATCHES:]
         for name, counts in other.mirrors.items():
             self.mirror(name).add(counts)
         self.pending.update(other.pending)  # the later batch's view of each mirror it planned

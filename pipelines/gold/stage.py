@@ -92,6 +92,7 @@ def run_batch(run: BatchRun, batch_df: DataFrame, stream: GoldStream) -> GoldSta
         finally:
             decided.release()
     run.stats.steps = run.clock.costs
+    run.stats.batches = [{**run.clock.seconds(run.batch_id), **({"flush": True} if run.flush else {})}]
     log_batch(run)
     return run.stats
 

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 #: The steps of a gold batch, in the order they run.
 STEPS = ("plan", "decide", "fold", "write", "record")
+#: How many batches' seconds per step a run keeps (the newest, :attr:`~pipelines.gold.batch.GoldStats.batches`):
+#: bounded whatever the run's length.
+KEPT_BATCHES = 500
 
 
 def spark_jobs(spark: SparkSession) -> int | None:
@@ -58,21 +61,22 @@ class StepCost:
 
 
 class StepClock:
-    """Times the steps of one batch (:meth:`step`); :attr:`costs` by step name."""
+    """Times the steps of one batch (:meth:`step`); :attr:`costs` by step name. ``unit`` names the jobs' part of
+    the run (``gold``; ``run`` for the one query's steps, :mod:`pipelines.one_query`)."""
 
-    def __init__(self, spark: SparkSession) -> None:
-        self.spark = spark
+    def __init__(self, spark: SparkSession, unit: str = "gold") -> None:
+        self.spark, self.unit = spark, unit
         self.costs: dict[str, StepCost] = {}
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        """Time the block as step ``name``; its Spark jobs carry the description ``gold <name>`` (the Spark UI,
+        """Time the block as step ``name``; its Spark jobs carry the description ``<unit> <name>`` (the Spark UI,
         and ``python -m bench.gold_profile``, group them by it)."""
         jobs0, began = spark_jobs(self.spark), time.perf_counter()
         context = _context(self.spark)
         described = context.getLocalProperty("spark.job.description") if context else None
         if context:
-            context.setJobDescription(f"gold {name}")
+            context.setJobDescription(f"{self.unit} {name}")
         try:
             yield
         finally:
@@ -81,6 +85,10 @@ class StepClock:
             jobs1 = spark_jobs(self.spark)
             jobs = None if jobs0 is None or jobs1 is None else jobs1 - jobs0
             self.costs.setdefault(name, StepCost(batches=1)).add(StepCost(time.perf_counter() - began, jobs, 0))
+
+    def seconds(self, batch_id: int) -> dict:
+        """One batch's seconds per step, as :attr:`~pipelines.gold.batch.GoldStats.batches` keeps them."""
+        return {"batch": batch_id, **{name: round(cost.seconds, 3) for name, cost in self.costs.items()}}
 
     def summary(self) -> str:
         """``plan 2 jobs 0.41 s, decide ...`` in step order."""

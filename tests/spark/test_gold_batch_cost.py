@@ -23,6 +23,10 @@ def test_a_step_counts_the_spark_jobs_it_ran(spark):
     assert clock.costs["plan"].jobs == 0
     assert clock.summary().startswith("plan 0 jobs"), "steps print in the order a batch runs them"
     assert spark_jobs(spark) is not None
+    run = StepClock(spark, "run")
+    with run.step("land"):
+        assert spark.sparkContext.getLocalProperty("spark.job.description") == "run land"
+    assert set(run.seconds(7)) == {"batch", "land"} and run.seconds(7)["batch"] == 7
 
 
 def test_a_batch_records_each_step_and_restores_the_sessions_settings(spark, tmp_path):
@@ -34,6 +38,8 @@ def test_a_batch_records_each_step_and_restores_the_sessions_settings(spark, tmp
     assert set(stats.steps) == set(STEPS), stats.steps
     assert all(cost.jobs is not None and cost.jobs >= 0 for cost in stats.steps.values())
     assert stats.steps["write"].jobs >= 1, "the mirror's write is a Spark job"
+    (batch,) = stats.batches  # the batch's own seconds per step, as the bench's pipeline section reads them
+    assert batch == {"batch": batch["batch"], **{name: round(c.seconds, 3) for name, c in stats.steps.items()}}
     assert {key: spark.conf.get(key) for key in before} == before, "the batch's own settings are undone"
     again = gold.apply([change("UPDATE", 3, before=_row(1, a="5"), after=_row(1, a="7"))])
     assert again.applied == 1 and gold.rows() == [{"id": 1, "a": 7}, {"id": 2, "a": 6}]
