@@ -208,15 +208,18 @@ def stage_batches(queries) -> dict[str, dict]:
     out = {}
     for q in queries:
         busy = [p for p in q.recentProgress if p.get("numInputRows")]
-        durations = [{k: v / 1000 for k, v in (p.get("durationMs") or {}).items()} for p in busy]
-        seconds = sorted(d.get("triggerExecution", 0) for d in durations)
+        durations = [
+            {"triggerExecution": 0, **{k: v / 1000 for k, v in (p.get("durationMs") or {}).items()}} for p in busy
+        ]
+        steps = step_seconds(durations)
+        whole = steps.get("triggerExecution", {})
         out[q.name or str(q.id)] = {
             "batches": len(busy),
             "rows": sum(int(p["numInputRows"]) for p in busy),
-            "median_seconds": rounded(seconds[len(seconds) // 2]) if seconds else None,
-            "max_seconds": rounded(seconds[-1]) if seconds else None,
-            "sum_seconds": rounded(sum(seconds)),
-            "trigger_steps": step_seconds(durations),
+            "median_seconds": whole.get("median_seconds"),
+            "max_seconds": whole.get("max_seconds"),
+            "sum_seconds": whole.get("sum_seconds", 0.0),
+            "trigger_steps": steps,
         }
     return out
 

@@ -3,7 +3,7 @@ section: where a batch's time goes, batch by batch (issue 41)."""
 
 from __future__ import annotations
 
-from bench.latency import step_seconds
+from bench.latency import stage_batches, step_seconds
 from pipelines.gold.batch import GoldStats
 from pipelines.gold.steps import KEPT_BATCHES
 from pipelines.one_query import with_run_steps
@@ -36,3 +36,22 @@ def test_seconds_per_step_over_batches_leave_ids_and_flush_marks_out():
     assert steps["land"] == {"batches": 2, "median_seconds": 3.0, "max_seconds": 3.0, "sum_seconds": 4.0}
     assert steps["apply"] == {"batches": 3, "median_seconds": 2.0, "max_seconds": 4.0, "sum_seconds": 7.0}
     assert step_seconds([]) == {}
+
+
+def test_a_query_s_batches_are_its_busy_triggers_whole_and_by_step():
+    class Query:  # what stage_batches reads of a StreamingQuery
+        name, id = "gold_apply", None
+        recentProgress = [
+            {"numInputRows": 0, "durationMs": {"triggerExecution": 9000}},  # idle: not counted
+            {"numInputRows": 5, "durationMs": {"triggerExecution": 3000, "addBatch": 2500}},
+            {"numInputRows": 7, "durationMs": {"triggerExecution": 1000, "addBatch": 800}},
+        ]
+
+    (got,) = stage_batches([Query()]).values()
+    assert (got["batches"], got["rows"]) == (2, 12)
+    assert (got["median_seconds"], got["max_seconds"], got["sum_seconds"]) == (3.0, 3.0, 4.0)
+    assert got["trigger_steps"]["addBatch"] == {"batches": 2, "median_seconds": 2.5, "max_seconds": 2.5,
+                                                "sum_seconds": 3.3}  # fmt: skip
+    Query.recentProgress = []
+    (idle,) = stage_batches([Query()]).values()
+    assert (idle["median_seconds"], idle["max_seconds"], idle["sum_seconds"]) == (None, None, 0)
