@@ -37,18 +37,14 @@ def codegen_seconds(spark) -> float | None:
         return None
 
 
-#: The settings gold's small-batch settings switch generated code off with (pipelines.gold.settings).
-CODEGEN_SWITCHES = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
-
-
 def gold_codegen_on() -> None:
     """Gold's batches keep generated code on from here (this process): its small-batch settings without
-    :data:`CODEGEN_SWITCHES`. The batch decision reads ``small_batch_conf`` by its module's name, so that is
-    replaced."""
-    import pipelines.gold.batch_decision as batch_decision
-    from pipelines.gold.settings import small_batch_conf
+    :data:`~pipelines.gold.settings.CODEGEN_SWITCHES`. A batch's settings read ``small_batch_conf`` by its name in
+    :mod:`pipelines.gold.batch_run`, so that is replaced."""
+    import pipelines.gold.batch_run as batch_run
+    from pipelines.gold.settings import CODEGEN_SWITCHES, small_batch_conf
 
-    batch_decision.small_batch_conf = lambda spark: {
+    batch_run.small_batch_conf = lambda spark: {
         k: v for k, v in small_batch_conf(spark).items() if k not in CODEGEN_SWITCHES
     }
 

@@ -1,11 +1,14 @@
-"""``python -m bench.gold_profile [--rows N] [--changes N] [--codegen]``: where one gold batch spends its time.
+"""``python -m bench.gold_profile [--rows N] [--changes N] [--codegen] [--functions]``: where one gold batch
+spends its time.
 
 A mirror of ``--rows`` rows is built through gold, then one batch of ``--changes`` changes (updates and deletes
 of existing keys, as the ``cost`` section's) is applied with Spark's UI store on (127.0.0.1 only), and three
 tables are printed: gold's own steps (:mod:`pipelines.gold.steps`), executor time per Spark stage grouped by
 the Python line that started it (the stage's call site), and the SQL operators' time metrics summed by
 operator name, each also in milliseconds per 1,000 changes. ``--codegen`` runs the batch with generated code
-(gold's small-batch settings switch it off). A figure for people, not a test.
+(gold's small-batch settings switch it off). ``--functions`` adds where the batch's CPU goes by function: the
+JVM's samples (Java Flight Recorder) and the driver's Python (``cProfile``), :mod:`bench.jvm_profile`. A figure
+for people, not a test.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ import re
 import shutil
 import urllib.request
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 
+import pipelines.gold.stage as gold_stage
 from bench.changes import append_changes, bench_config, changes_frame, run_gold
 from bench.cost import codegen_seconds, gold_codegen_on
+from bench.jvm_profile import jvm_samples, print_python, print_samples, python_profile
 from pipelines.warehouse import Warehouse
 
 UI_PORT = 4399
@@ -43,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=100_000)
     p.add_argument("--changes", type=int, default=100_000)
     p.add_argument("--codegen", action="store_true", help="generated code on for the measured batch")
+    p.add_argument("--functions", action="store_true", help="JVM samples and driver Python by function too")
     p.add_argument("--work", default="build/bench/profile")
     args = p.parse_args(argv)
 
@@ -65,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     stages_before = {s["stageId"] for s in _get(f"/applications/{app}/stages")}
     sql_before = {e["id"] for e in _get(f"/applications/{app}/sql?details=false&length=100000")}
     compiled = codegen_seconds(spark)
-    run = run_gold(spark, bench_config(wh_path, True))
+    with ExitStack() as stack:
+        if args.functions:
+            samples = stack.enter_context(jvm_samples(spark, work / "batch.jfr"))
+            driver = stack.enter_context(python_profile(gold_stage, "apply_gold_batch"))
+        run = run_gold(spark, bench_config(wh_path, True))
     compiled = None if compiled is None else codegen_seconds(spark) - compiled
     per_k = 1000.0 / args.changes
 
@@ -110,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\nSQL operators' time metrics, summed over the batch's queries (ms, ms per 1,000 changes):")
     for op, ms in sorted(by_op.items(), key=lambda kv: -kv[1])[:30]:
         print(f"  {ms:9.0f} ms {ms * per_k:8.1f} ms/1k  {op}")
+    if args.functions:
+        print(f"\nthe batch by function (JVM samples in {work / 'batch.jfr'}):")
+        print_samples(samples, per_k=per_k)
+        print_python(driver)
     spark.stop()
     return 0
 

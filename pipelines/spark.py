@@ -236,6 +236,10 @@ def submit_jars() -> str:
 
 #: How many tables' Delta logs the driver keeps open (Delta's own default: 10,000, and an hour).
 DELTA_LOG_CACHE_TABLES = 100
+#: How many compiled classes Spark keeps (its own default: 100). A gold batch with Delta's queries compiles more
+#: than that, so with 100 every batch compiled its code again (4.35 s of a 100,000-change batch's bench case);
+#: with this many the stream's second batch finds its code compiled (0.17 s; ``python -m bench.codegen_cases``).
+CODEGEN_CACHE_ENTRIES = 2048
 #: Delta's classes, which the driver must be able to load.
 _DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 #: What the pipeline needs wherever it runs: Delta as the catalog, UTC, last-wins map keys, FAIR pools.
@@ -253,6 +257,8 @@ _PIPELINE_CONF = {
     # and their tombstones filled a 3 GiB heap. Bounded, a table evicted is read again from its log
     # (measured no slower a MERGE here); the tables in use stay, being the most recently used.
     "spark.databricks.delta.delta.log.cacheSize": str(DELTA_LOG_CACHE_TABLES),
+    # code compiled once per stream, not once per batch (a static setting: the session's start only)
+    "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
 }
 #: What a running session may set of :data:`_PIPELINE_CONF` (the rest is fixed when the server starts): all a
 #: Spark Connect session gets from lakecdc.

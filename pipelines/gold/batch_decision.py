@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -77,6 +77,7 @@ class DecidedBatch:
     later_rows: DataFrame | None = None  # the changes of new tables past limits.new_mirrors_per_batch: they wait
     later_read: int | None = None  # the round of new tables' waiting changes this batch read through
     cached: tuple[DataFrame, ...] = ()  # each made from the ones before it
+    large_write_settings: Mapping[str, str] = field(default_factory=dict)  # over ``settings``: BatchSettings
 
     @cached_property
     def keyed(self) -> dict[str, TablePlan]:
@@ -132,7 +133,7 @@ def decide_batch(run: BatchRun, batch_df: DataFrame, stream: GoldStream, setting
         raise
     return DecidedBatch(
         run, plans, lookups, checked, rows, fresh, counts, settings.current, later_rows, later_read,
-        cached=tuple(cached),
+        cached=tuple(cached), large_write_settings=settings.large_writes,
     )  # fmt: skip
 
 

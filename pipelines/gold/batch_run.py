@@ -17,7 +17,7 @@ from pipelines.config import PipelineConfig
 from pipelines.gold.batch import BatchContext, GoldStats, Step
 from pipelines.gold.computed import ROW_OPTIONS_CONF
 from pipelines.gold.plan import TablePlan, describe_table
-from pipelines.gold.settings import GOLD_SESSION_CONF, SMALL_BATCH, batch_settings, small_batch_conf
+from pipelines.gold.settings import GOLD_SESSION_CONF, SMALL_BATCH, batch_settings, small_batch_conf, write_conf
 from pipelines.gold.state import GoldState
 from pipelines.gold.steps import StepClock
 from pipelines.gold.stream import GoldStream
@@ -95,6 +95,12 @@ class BatchSettings:
         self.current = self.small if hint is None or hint <= SMALL_BATCH else self.usual
         stack.enter_context(batch_settings(sessions, ROW_OPTIONS_CONF))  # where, computed: ANSI on, both
         stack.enter_context(batch_settings(sessions, self.current))
+
+    @property
+    def large_writes(self) -> dict[str, str]:
+        """The settings the batch's large writes run with over :attr:`current`
+        (:func:`~pipelines.gold.settings.write_conf`)."""
+        return write_conf(self.current, self.usual)
 
     def fit(self, changes: int) -> None:
         """A batch larger than a small one, planned with a small one's settings: the session's own from here."""

@@ -10,7 +10,7 @@
    and this batch's together; :func:`expected_writes` – what key state expects each write to do to its keys;
 4. :func:`mirror_writes` – one write per due mirror (:mod:`pipelines.gold.keyed`, the SCD type 2 history, a
    TRUNCATE; :mod:`pipelines.gold.multiset` for a table without a key), all of them and the shared writes side by
-   side (:mod:`pipelines.gold.parallel`);
+   side (:mod:`pipelines.gold.parallel`), a large one with generated code (:func:`compiled_large_writes`);
 5. :func:`record_batch` – progress, the stream's waiting changes, and the batch's one ``dq_results`` append.
 """
 
@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipelines.delta_writes import append_once, checkpointed, quarantine_frame, release_checkpoint
+from pipelines.delta_writes import append_once, checkpointed, quarantine_frame, release_checkpoint, session_conf
 from pipelines.gold.batch import BatchContext, MirrorCounts, Step, WrittenMirror, batch_results_stamp, commit_marker
 from pipelines.gold.batch_decision import DecidedBatch
 from pipelines.gold.batch_run import GE_LOCK, kept_if_failing, micros_to_seconds
@@ -35,6 +35,7 @@ from pipelines.gold.keyed import KeyWrites, apply_keyed, typed_key
 from pipelines.gold.multiset import apply_multiset
 from pipelines.gold.parallel import apply_all
 from pipelines.gold.plan import TablePlan
+from pipelines.gold.settings import compiled_write
 from pipelines.gold.soft import is_soft, soft_mirrors
 from pipelines.gold.state import LATER, Pending
 from pipelines.gold.stream import GoldStream
@@ -97,6 +98,7 @@ def write_batch(decided: DecidedBatch, due: DueMirrors, stream: GoldStream) -> N
             with run.clock.step("fold"):
                 expected = expected_writes(decided, folded)
             writes |= mirror_writes(decided, due, stream, folded, changes_of, expected)
+            writes = compiled_large_writes(decided, writes, expected)
             parallelism = run.cfg.gold_parallelism
             with run.clock.step("write"):
                 apply_all(
@@ -220,6 +222,25 @@ def mirror_writes(
         elif plan.keyed and plan.profile.invalid_values and plan.invalid_policy == "null":
             writes[f"{plan.mirror} (invalid values)"] = lambda s, p=plan: invalid_values(decided, p)
     return writes
+
+
+def compiled_large_writes(decided: DecidedBatch, writes: Writes, expected: Mapping[str, KeyWrites]) -> Writes:
+    """The writes of many keys (a mirror's, key state's) run with generated code, the others as the batch runs
+    (:func:`~pipelines.gold.settings.compiled_write`)."""
+    settings = decided.large_write_settings
+    if not settings:
+        return writes
+    keys = {mirror: w.keys for mirror, w in expected.items()}
+    keys["key state"] = sum(decided.fresh_changes(p) for p in decided.keyed.values())
+
+    def compiled(work: Callable[[SparkSession], object]) -> Callable[[SparkSession], object]:
+        def run(session: SparkSession) -> object:
+            with session_conf(session, settings):
+                return work(session)
+
+        return run
+
+    return {name: compiled(w) if compiled_write(keys.get(name, 0)) else w for name, w in writes.items()}
 
 
 def write_keyed(

@@ -121,3 +121,31 @@ def test_the_new_mirror_limit_is_validated():
     assert parse_config(base).new_mirrors_per_batch == 100
     with pytest.raises(ConfigError, match="limits.new_mirrors_per_batch"):
         parse_config({**base, "limits": {"new_mirrors_per_batch": 0}})
+
+
+def test_a_large_write_generates_code_a_small_one_and_the_decisions_stay_interpreted(spark, tmp_path, monkeypatch):
+    """A small batch decides interpreted; a write of many keys runs with the session's own generated code (the
+    same code batch after batch: compiled once per stream), a write of few keys as the batch runs, and either
+    way the mirror holds the same rows and the session its settings."""
+    import pipelines.gold.batch_writes as batch_writes
+    import pipelines.gold.settings as gold_settings
+    from pipelines.gold.settings import CODEGEN_SWITCHES
+
+    mode = CODEGEN_SWITCHES[1]
+    own = spark.conf.get(mode)
+    seen: list[str] = []
+    write_keyed = batch_writes.write_keyed
+
+    def spied(decided, session, *args, **kwargs):
+        seen.append(session.conf.get(mode))
+        return write_keyed(decided, session, *args, **kwargs)
+
+    monkeypatch.setattr(batch_writes, "write_keyed", spied)
+    gold = Gold(spark, tmp_path)
+    gold.apply([change("INSERT", 1, after=_row(1, a="5")), change("INSERT", 2, after=_row(2, a="6"))])
+    assert seen == ["NO_CODEGEN"], "two keys: the write runs as the small batch does"
+    monkeypatch.setattr(gold_settings, "COMPILED_WRITE_KEYS", 2)
+    gold.apply([change("UPDATE", 3, before=_row(1, a="5"), after=_row(1, a="7")), change("DELETE", 4, before=_row(2))])
+    assert seen[1:] == [own], "two keys now count as many: the write generates code"
+    assert spark.conf.get(mode) == own, "the session's settings come back after the batch"
+    assert gold.rows() == [{"id": 1, "a": 7}]
