@@ -3,8 +3,8 @@ gold beside the naive MERGE and the AUTO CDC shape, batch after batch in one pro
 compiling generated code in each case: whether gold's plans are reused from batch to batch (issue 39).
 
 ``--codegen``: gold's small-batch settings keep generated code on; ``--no-checks``: ``quality_checks: false`` (what
-gold's change checks cost, beside a run with them); ``--writes``: per case, whether gold's writes generate code
-(``on``, as shipped: :func:`pipelines.gold.settings.write_conf`) or are interpreted (``off``), an A/B in one
+gold's change checks cost, beside a run with them); ``--writes``: per case, whether gold's large writes generate
+code (``on``, as shipped: :func:`pipelines.gold.settings.write_conf`) or are interpreted (``off``), an A/B in one
 process; ``--stream``: then that many batches through one gold stream (:func:`stream_batches`). One 100,000-row
 mirror per case, as the ``cost`` section's. A figure for people.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pipelines.gold.settings as gold_settings
 from bench.changes import BATCH_SEQ, append_changes, bench_config, changes_frame, run_gold
-from bench.cost import codegen_seconds, gold_codegen_on
+from bench.cost import codegen_seconds, compiled_since, gold_codegen_on
 from bench.gold_sections import forget_cases, gold_case
 from pipelines.warehouse import Warehouse
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--codegen", action="store_true", help="gold's batches with generated code on")
     parser.add_argument("--no-checks", action="store_true", help="quality_checks: false (default: on)")
     parser.add_argument("--changes", default="10000,100000,100000", help="the cases' batch sizes, in order")
-    parser.add_argument("--writes", default="", help="per case: on (writes generate code, as shipped) or off")
+    parser.add_argument("--writes", default="", help="per case: on (large writes generate code, as shipped) or off")
     parser.add_argument("--stream", type=int, default=0, help="then this many batches into one mirror, one by one")
     parser.add_argument("--stream-changes", type=int, default=10_000, help="the changes of each --stream batch")
     parser.add_argument("--rows", type=int, default=100_000)
@@ -47,9 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         before = codegen_seconds(spark)
         case = gold_case(spark, work / f"case_{i}", rows=args.rows, changes=changes, tables=1,
                          checks=not args.no_checks, setup_chunk=args.rows, anchor=True)  # fmt: skip
-        after = codegen_seconds(spark)
-        compiled = None if before is None or after is None else round(after - before, 2)
-        steps = ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in case["gold_steps"].items())
+        compiled = compiled_since(spark, before)
+        steps = steps_text(case["gold_steps"])
         print(
             f"{changes} changes, codegen {'on' if args.codegen else 'off'}, writes' codegen "
             f"{'on' if gold_settings.WRITES_GENERATE_CODE else 'off'}, "
@@ -61,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.stream:
         stream_batches(spark, work / "stream", args.rows, args.stream, args.stream_changes)
     return 0
+
+
+def steps_text(steps: dict) -> str:
+    """Gold's steps as ``plan 1.23 s, decide …``."""
+    return ", ".join(f"{name} {cost['seconds']:.2f} s" for name, cost in steps.items())
 
 
 def stream_batches(spark, work: Path, rows: int, batches: int, changes: int) -> None:
@@ -76,9 +80,7 @@ def stream_batches(spark, work: Path, rows: int, batches: int, changes: int) -> 
         append_changes(spark, wh, changes_frame(spark, changes, existing=rows, seq_base=BATCH_SEQ + b * 10**7, seed=b))
         before = codegen_seconds(spark)
         run = run_gold(spark, cfg)
-        after = codegen_seconds(spark)
-        compiled = None if before is None or after is None else round(after - before, 2)
-        steps = ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in run.stats["steps"].items())
+        compiled, steps = compiled_since(spark, before), steps_text(run.stats["steps"])
         print(f"stream batch {b + 1} of {changes} changes: gold {run.batch_seconds:.2f} s, compiling code "
               f"{compiled} s; {steps}", flush=True)  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)

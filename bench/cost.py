@@ -37,6 +37,13 @@ def codegen_seconds(spark) -> float | None:
         return None
 
 
+def compiled_since(spark, before: float | None) -> float | None:
+    """Seconds spent compiling generated code since :func:`codegen_seconds` gave ``before`` (2 decimals); None
+    where either reading is out of reach."""
+    after = codegen_seconds(spark)
+    return None if before is None or after is None else round(after - before, 2)
+
+
 def gold_codegen_on() -> None:
     """Gold's batches keep generated code on from here (this process): its small-batch settings without
     :data:`~pipelines.gold.settings.CODEGEN_SWITCHES`. A batch's settings read ``small_batch_conf`` by its name in
@@ -62,8 +69,7 @@ def run_cost(spark, work: Path, sizes: dict, checks: bool) -> dict:
             spark, work / f"cost_{changes}", rows=sizes["rows"], changes=changes, tables=1, checks=checks,
             setup_chunk=sizes["rows"], anchor=True,
         )  # fmt: skip
-        after = codegen_seconds(spark)
-        case["codegen_seconds"] = None if before is None or after is None else round(after - before, 2)
+        case["codegen_seconds"] = compiled_since(spark, before)
         cases.append(case)
         print(
             f"[bench] cost: {changes} changes: gold {case['gold_seconds']} s, naive {case['naive_seconds']} s, "

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pipelines.gold.stage as gold_stage
 from bench.changes import append_changes, bench_config, changes_frame, run_gold
-from bench.cost import codegen_seconds, gold_codegen_on
+from bench.cost import codegen_seconds, compiled_since, gold_codegen_on
 from bench.jvm_profile import jvm_samples, print_python, print_samples, python_profile
 from pipelines.warehouse import Warehouse
 
@@ -77,12 +77,12 @@ def main(argv: list[str] | None = None) -> int:
             samples = stack.enter_context(jvm_samples(spark, work / "batch.jfr"))
             driver = stack.enter_context(python_profile(gold_stage, "apply_gold_batch"))
         run = run_gold(spark, bench_config(wh_path, True))
-    compiled = None if compiled is None else codegen_seconds(spark) - compiled
+    compiled = compiled_since(spark, compiled)
     per_k = 1000.0 / args.changes
 
     print(f"gold: one batch of {args.changes} changes into {args.rows} rows: {run.batch_seconds:.2f} s in the batch, "
           f"{run.jobs} Spark jobs, codegen {'on' if args.codegen else 'off (gold small-batch settings)'}, "
-          f"compiling generated code {compiled if compiled is None else round(compiled, 2)} s")  # fmt: skip
+          f"compiling generated code {compiled} s")  # fmt: skip
     print("\ngold's steps (s, ms per 1,000 changes):")
     for name, cost in run.stats["steps"].items():
         print(

@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: A write of the batch: a name for logs and errors, and what it runs on the session it is given.
 Writes = dict[str, Callable[["SparkSession"], object]]
+#: The name of the key state's write (:func:`shared_writes`; :func:`compiled_large_writes` counts its keys).
+KEY_STATE_WRITE = "key state"
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def shared_writes(decided: DecidedBatch, due: DueMirrors, stream: GoldStream, fr
 
     run, writes = decided.run, {}
     if any(decided.fresh_changes(p) for p in decided.keyed.values()):
-        writes["key state"] = lambda s: run.state.append_keys(
+        writes[KEY_STATE_WRITE] = lambda s: run.state.append_keys(
             key_state_rows(fresh_folded, decided.lookups, run.state_batch)
         )
     if due.deferred:
@@ -231,7 +233,7 @@ def compiled_large_writes(decided: DecidedBatch, writes: Writes, expected: Mappi
     if not settings:
         return writes
     keys = {mirror: w.keys for mirror, w in expected.items()}
-    keys["key state"] = sum(decided.fresh_changes(p) for p in decided.keyed.values())
+    keys[KEY_STATE_WRITE] = sum(decided.fresh_changes(p) for p in decided.keyed.values())
 
     def compiled(work: Callable[[SparkSession], object]) -> Callable[[SparkSession], object]:
         def run(session: SparkSession) -> object:

@@ -123,10 +123,10 @@ def test_the_new_mirror_limit_is_validated():
         parse_config({**base, "limits": {"new_mirrors_per_batch": 0}})
 
 
-def test_a_large_write_generates_code_a_small_one_and_the_decisions_stay_interpreted(spark, tmp_path, monkeypatch):
-    """A small batch decides interpreted; a write of many keys runs with the session's own generated code (the
-    same code batch after batch: compiled once per stream), a write of few keys as the batch runs, and either
-    way the mirror holds the same rows and the session its settings."""
+def test_a_large_write_generates_code_and_a_small_one_runs_as_the_batch_does(spark, tmp_path, monkeypatch):
+    """A write of many keys runs with the session's own generated code (the same code batch after batch: compiled
+    once per stream), a write of few keys as the small batch runs (interpreted), and either way the mirror holds
+    the same rows and the session its settings."""
     import pipelines.gold.batch_writes as batch_writes
     import pipelines.gold.settings as gold_settings
     from pipelines.gold.settings import CODEGEN_SWITCHES
