@@ -39,6 +39,12 @@ if TYPE_CHECKING:
 
 #: A change's columns the fold, the pending table and the history read (:data:`pipelines.gold.state.PENDING_DDL`).
 FOLD_FIELDS = ("op", "seq", "queue_pos", "event_time", "source", "format", "bronze_position", "ingest_time")
+#: A keyed change's columns the steps after :func:`keyed_changes` read (staleness, the change checks, the counts,
+#: the fold): every interpreted projection copies each column it carries, so the others (the stated types, the
+#: invalid values, the names, the row rules' columns) stay behind in the checked changes.
+KEYED_FIELDS = (SOURCE_TABLE, MIRROR, ORD, "reason", "before", "after", "changed", "change_index", *FOLD_FIELDS)
+#: The row a keyed change writes, as :func:`keyed_changes` computes it once to read its keys from.
+WRITTEN = "_written"
 #: The seed of Spark's ``xxhash64``, which is what it returns for NULL: a column never written hashes so.
 NULL_HASH = 42
 
@@ -118,7 +124,13 @@ def _renamed(frame: DataFrame, plans: Mapping[str, TablePlan]) -> DataFrame:
 
 def keyed_changes(good: DataFrame, lookups: Lookups) -> DataFrame:
     """The changes of tables with a key (TRUNCATE aside) with ``k``, ``kimg`` and ``moved``, and the DELETE of
-    the old key of every UPDATE that moves its row to a new key (``moved`` true, ordered just before it)."""
+    the old key of every UPDATE that moves its row to a new key (``moved`` true, ordered just before it), with
+    the columns of :data:`KEYED_FIELDS`.
+
+    Each change's keys are computed once: the row it writes (``written``) in one projection, its keys from it in
+    the next (Spark does not collapse a projection whose expression the next reads twice), and the moved key's
+    DELETE is a second row of the same change (an ``explode``), not a second pass over the batch that would
+    compute every key again."""
     from pyspark.sql import functions as F
 
     keys = lookups.key_sql()
@@ -132,23 +144,29 @@ def keyed_changes(good: DataFrame, lookups: Lookups) -> DataFrame:
     def key_columns(image: str) -> str:
         return f"map_filter({image}, (c, v) -> array_contains({keys}, c))"
 
-    rows = good.where(f"op != 'TRUNCATE' AND size({keys}) > 0").select(
-        "*",
-        F.expr(lookups.key_text(written)).alias("k"),
-        F.expr(key_columns(written)).alias("kimg"),
-        F.expr(f"CASE WHEN {has_old} THEN {lookups.key_text('before')} END").alias("old_k"),
-        F.expr(f"CASE WHEN {has_old} THEN {key_columns('before')} END").alias("old_kimg"),
-        F.lit(False).alias("moved"),
+    columns = [c for c in KEYED_FIELDS if c in good.columns]
+    rows = (
+        good.where(f"op != 'TRUNCATE' AND size({keys}) > 0")
+        .select("*", F.expr(written).alias(WRITTEN))
+        .select(
+            *columns,
+            F.expr(lookups.key_text(WRITTEN)).alias("k"),
+            F.expr(key_columns(WRITTEN)).alias("kimg"),
+            F.expr(f"CASE WHEN {has_old} THEN {lookups.key_text('before')} END").alias("old_k"),
+            F.expr(f"CASE WHEN {has_old} THEN {key_columns('before')} END").alias("old_kimg"),
+        )
     )
-    moved = (
-        rows.where("old_k IS NOT NULL AND NOT (old_k <=> k)")
-        .withColumn("k", F.col("old_k"))
-        .withColumn("kimg", F.col("old_kimg"))
-        .withColumn("op", F.lit("DELETE"))
-        .withColumn("moved", F.lit(True))
-        .withColumn(ORD, delete_first())
+    moves = "old_k IS NOT NULL AND NOT (old_k <=> k)"
+    both = rows.select("*", F.explode(F.expr(f"CASE WHEN {moves} THEN array(true, false) ELSE array(false) END"))
+                       .alias("moved"))  # fmt: skip
+    return both.withColumns(
+        {
+            "k": F.when(F.col("moved"), F.col("old_k")).otherwise(F.col("k")),
+            "kimg": F.when(F.col("moved"), F.col("old_kimg")).otherwise(F.col("kimg")),
+            "op": F.when(F.col("moved"), F.lit("DELETE")).otherwise(F.col("op")),
+            ORD: F.when(F.col("moved"), delete_first()).otherwise(F.col(ORD)),
+        }
     )
-    return rows.unionByName(moved)
 
 
 # ---------------------------------------------------------------- 3. staleness

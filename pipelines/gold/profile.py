@@ -3,7 +3,9 @@
 Per table: how many changes, the key messages state, the formats, every column with the types
 messages state (and the newest change's) and the range of sequences that carry it, the column sets of full after-images
 (:mod:`pipelines.gold.schema` reads schema changes from them), and the last TRUNCATE. Three
-aggregations collected as one union, so a batch of many tables costs the jobs of one.
+aggregations collected as one union, so a batch of many tables costs the jobs of one; the columns' facts are
+read off the batch's kinds of change (a table, the columns its changes carry and their stated types: a few
+whatever the batch's size), so a large batch is not exploded into a row per value.
 """
 
 from __future__ import annotations
@@ -78,15 +80,20 @@ def profile_batch(batch: DataFrame) -> dict[str, TableProfile]:
     carried = F.array_union(
         F.map_keys(F.coalesce("after", F.expr(EMPTY_MAP))), F.map_keys(F.coalesce("before", F.expr(EMPTY_MAP)))
     )
-    stated = F.col("col_types")[F.col("c")]
+    # the changes of a table that carry the same columns with the same stated types first (a batch has a few
+    # such kinds, whatever its size), then the kinds' columns: the batch is not exploded into a row per value
+    kinds = batch.groupBy(SOURCE_TABLE, F.array_sort(carried).alias("cs"), F.map_entries("col_types").alias("ct")).agg(
+        F.min(seq_or_null).alias("first"), F.max(seq_or_null).alias("last"), F.max(ORD).alias("o")
+    )
+    stated = F.map_from_entries("ct")[F.col("c")]
     columns = (
-        batch.select(SOURCE_TABLE, "seq", ORD, "col_types", F.explode(carried).alias("c"))
+        kinds.select(SOURCE_TABLE, "first", "last", "o", "ct", F.explode("cs").alias("c"))
         .groupBy(SOURCE_TABLE, "c")
         .agg(
             F.collect_set(stated).alias("types"),
-            F.min(seq_or_null).alias("first"),
-            F.max(seq_or_null).alias("last"),
-            F.max(F.when(stated.isNotNull(), F.struct(F.col(ORD).alias("o"), stated.alias("t")))).alias("newest"),
+            F.min("first").alias("first"),
+            F.max("last").alias("last"),
+            F.max(F.when(stated.isNotNull(), F.struct(F.col("o"), stated.alias("t")))).alias("newest"),
         )
         .select(
             SOURCE_TABLE,

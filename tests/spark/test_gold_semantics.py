@@ -279,6 +279,48 @@ def test_the_batch_profile_costs_the_same_jobs_for_one_table_or_many(spark, tmp_
     assert jobs_one == jobs_six, (jobs_one, jobs_six)
 
 
+def test_the_batch_profile_read_off_its_kinds_of_change_is_the_one_read_off_every_change(spark, tmp_path):
+    """The profile groups a batch's changes by kind (a table, the columns carried, their stated types) before it
+    reads the columns' facts: each column's types, sequence range and newest type must be what reading every
+    change gives, with kinds that differ in columns (a narrower INSERT, a DELETE's before-image) and in a stated
+    type (``b`` widened mid-batch, then stated narrower again by an older change of another table)."""
+    gold = Gold(spark, tmp_path)
+    wide = {**TYPES, "b": "varchar(32)"}
+    changes = [
+        change("INSERT", 5, after=_row(1, a="1", b="x"), table="t"),
+        change("INSERT", 3, after=_row(2, a="2"), table="t"),
+        change("UPDATE", 9, before=_row(1, a="1", b="x"), after=_row(1, a="7", b="wider"), types=wide, table="t"),
+        change("DELETE", 7, before=_row(2, a="2"), table="t"),
+        change("INSERT", 1, after=_row(3, d="1.10"), table="u"),
+        change("INSERT", 8, after=_row(4, d="2.20", b="y"), table="u"),
+        change("INSERT", 2, after=_row(5, b="z"), types=wide, table="u"),
+    ]
+    batch = with_order(gold.frame(changes).withColumn(SOURCE_TABLE, source_table_col())).cache()
+    profiles = profile_batch(batch)
+    expected: dict[str, dict[str, tuple]] = {}
+    for r in batch.collect():  # every change, in Python: the columns it carries and the types it states
+        columns = expected.setdefault(r[SOURCE_TABLE], {})
+        for c in set(r["after"] or {}) | set(r["before"] or {}):
+            types, first, last, newest = columns.get(c, (set(), None, None, None))
+            stated = (r["col_types"] or {}).get(c)
+            if stated is not None:
+                types = types | {stated}
+                newest = max(newest or (r["ord"], stated), (r["ord"], stated))
+            if r["seq"]:
+                first, last = min(first or r["seq"], r["seq"]), max(last or r["seq"], r["seq"])
+            columns[c] = (types, first, last, newest)
+    assert set(profiles) == set(expected)
+    for name, columns in expected.items():
+        got = profiles[name].columns
+        assert set(got) == set(columns), name
+        for c, (types, first, last, newest) in columns.items():
+            assert (got[c].types, got[c].first_seq, got[c].last_seq) == (types, first, last), (name, c)
+            assert got[c].newest == (newest[1] if newest else None), (name, c)
+    t = profiles[next(n for n in profiles if '"t"' in n)]
+    assert t.columns["b"].types == {"varchar(16)", "varchar(32)"} and t.columns["b"].newest == "varchar(32)"
+    assert sum(p.changes for p in profiles.values()) == len(changes)
+
+
 # ---------------------------------------------------------------- SCD type 2 history
 
 
