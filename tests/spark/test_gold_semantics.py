@@ -321,6 +321,52 @@ def test_the_batch_profile_read_off_its_kinds_of_change_is_the_one_read_off_ever
     assert sum(p.changes for p in profiles.values()) == len(changes)
 
 
+def test_a_keyed_change_names_its_keys_once_and_a_moved_key_deletes_first(spark, tmp_path, monkeypatch):
+    """The keyed rows of a batch (``decide.keyed_changes``): ``k`` and ``kimg`` of the row a change writes,
+    ``old_k``/``old_kimg`` of an UPDATE's before-image, none for a table without a key; an UPDATE that moves its
+    row is two keyed rows of the one change (an ``explode``), the old key's DELETE ordered first, and an UPDATE that
+    keeps its key is one."""
+    import pipelines.gold.batch_decision as decision
+
+    seen = []
+    rows_with_key_state = decision.rows_with_key_state
+
+    def kept_rows(run, good, plans, lookups, small):
+        rows = rows_with_key_state(run, good, plans, lookups, small)
+        seen.extend(
+            rows.select("_source_table", "op", "seq", "k", "kimg", "old_k", "old_kimg", "moved", "ord").collect()
+        )
+        return rows
+
+    monkeypatch.setattr(decision, "rows_with_key_state", kept_rows)
+    gold = Gold(spark, tmp_path)
+    gold.apply(
+        [
+            change("INSERT", 1, after=_row(1, a="1")),
+            change("UPDATE", 2, before=_row(1, a="1"), after=_row(2, a="2")),  # moves its row from key 1 to 2
+            change("UPDATE", 3, before=_row(2, a="2"), after=_row(2, a="3")),
+            change("INSERT", 4, after={"x": "9"}, types={"x": "int"}, key=(), table="u"),
+        ]
+    )
+    by_seq = {}
+    for r in seen:
+        by_seq.setdefault(r["seq"][-1], []).append(r)
+    assert sorted(by_seq) == ["1", "2", "3"]  # the keyless table's change is no keyed row
+    (insert,) = by_seq["1"]
+    assert (insert["op"], insert["k"], insert["kimg"], insert["old_k"], insert["moved"]) == (
+        "INSERT", '["1"]', {"id": "1"}, None, False,
+    )  # fmt: skip
+    moving = sorted(by_seq["2"], key=lambda r: r["ord"])
+    assert [(r["op"], r["k"], r["kimg"], r["moved"]) for r in moving] == [
+        ("DELETE", '["1"]', {"id": "1"}, True),
+        ("UPDATE", '["2"]', {"id": "2"}, False),
+    ]
+    assert {(r["old_k"], str(r["old_kimg"])) for r in moving} == {('["1"]', str({"id": "1"}))}
+    (staying,) = by_seq["3"]
+    assert (staying["op"], staying["k"], staying["old_k"], staying["moved"]) == ("UPDATE", '["2"]', '["2"]', False)
+    assert sorted((r["id"], r["a"]) for r in gold.rows()) == [(2, 3)]
+
+
 # ---------------------------------------------------------------- SCD type 2 history
 
 
