@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pipelines.gold.batch_decision as decision
+from bench.decode import noop_seconds
 from bench.gold_sections import gold_case
 from pipelines.gold.decide import keyed_changes, probe_columns, with_change_checks, with_key_state
 from pipelines.gold.lookups import MIRROR
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def timing_pieces(run, plans, lookups, checked, good, rows, skipped):
         if not measured and good.where("op IN ('UPDATE', 'DELETE')").limit(1).count():  # the measured batch
-            noop(good)  # fills the batch's cache of its checked changes: what every piece reads
+            noop_seconds(good)  # fills the batch's cache of its checked changes: what every piece reads
             for i in range(args.repeat):
                 seconds = piece_seconds(run, plans, lookups, good)
                 print(f"{i + 1}: " + ", ".join(f"{n} {s:.2f} s" for n, s in seconds.items()), flush=True)
@@ -81,14 +82,7 @@ def piece_seconds(run, plans, lookups, good) -> dict[str, float]:
         "window": joined.withColumn("first", first),
         "change checks": with_change_checks(joined, lookups),
     }
-    return {name: noop(frame) for name, frame in frames.items()}
-
-
-def noop(frame) -> float:
-    """Seconds to make every column of ``frame`` (Spark's ``noop`` sink: nothing is stored)."""
-    began = time.perf_counter()
-    frame.write.format("noop").mode("overwrite").save()
-    return time.perf_counter() - began
+    return {name: noop_seconds(frame) for name, frame in frames.items()}
 
 
 if __name__ == "__main__":

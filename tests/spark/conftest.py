@@ -25,7 +25,7 @@ CI_SLICE: dict[str, set[str] | None] = {
         # the profile read off a batch's kinds of change against every change (issue 39's faster profile)
         "test_the_batch_profile_read_off_its_kinds_of_change_is_the_one_read_off_every_change",
         # a keyed change's keys, and a moved key's DELETE first as a second row of the change (issue 39)
-        "test_a_keyed_change_names_its_keys_once_and_a_moved_key_deletes_first",
+        "test_a_keyed_change_carries_its_new_and_old_key_and_a_moved_key_deletes_first",
     },
     "test_gold_idempotence.py": None,
     "test_gold_parallel.py": {
