@@ -331,19 +331,19 @@ def autocdc_batch(spark, batch_df, root: Path) -> None:
 
 def run_autocdc(spark, wh: Warehouse, root: Path, starting_version: int, checkpoint: Path) -> StreamRun:
     """The AUTO CDC-shaped stream over silver ``changes`` from ``starting_version``, until caught up."""
-    return _run_foreach(
+    return run_foreach(
         spark, wh, starting_version, checkpoint, "bench_autocdc", lambda df: autocdc_batch(spark, df, root)
     )
 
 
 def run_naive(spark, wh: Warehouse, root: Path, starting_version: int, checkpoint: Path) -> StreamRun:
     """The naive stream over silver ``changes`` from ``starting_version``, until caught up."""
-    return _run_foreach(
+    return run_foreach(
         spark, wh, starting_version, checkpoint, "bench_naive_merge", lambda df: naive_batch(spark, df, root)
     )
 
 
-def _run_foreach(spark, wh: Warehouse, starting_version: int, checkpoint: Path, name: str, each) -> StreamRun:
+def run_foreach(spark, wh: Warehouse, starting_version: int, checkpoint: Path, name: str, each) -> StreamRun:
     """A ``foreachBatch`` stream over silver ``changes`` from ``starting_version`` running ``each``, until caught up."""
     shutil.rmtree(checkpoint, ignore_errors=True)
     jobs0 = _jobs(spark)
