@@ -19,6 +19,9 @@ what gold must do for keyed tables with full images, in the redesign's shape, ev
 5. **a sequence-gated MERGE** into the mirror (``s.seq >= t._seq``, as Apache Spark's AUTO CDC ``Scd1BatchProcessor``),
    stamped with Delta's ``txnAppId``/``txnVersion`` (a retried batch merges once), and one into the tombstones.
 
+A second floor (``floor, tombstone log``) appends the batch's DELETEs to an append-only tombstone log instead of
+merging them into the tombstones, and reads each key's newest prior state.
+
 What it leaves out of gold: schema evolution, partial images, ``deletes: soft``, history, TRUNCATE, computed
 columns, ``where``, row rules, deferral and budgets, tables of other shapes in the same pass. So it is a floor:
 what gold's checks and guarantees cost at least in this design, not a second gold. After each repetition the
@@ -114,9 +117,10 @@ def typed_changes(changes):
     ).drop("new_id", "old_id")
 
 
-def prior_state(spark, table: str, mirror: str, tombstones: str):
+def prior_state(spark, table: str, mirror: str, tombstones: str, log: bool = False):
     """What a table's mirror holds before the batch, per key: a live row's ``_seq`` and the hash of its values, or
-    a tombstone's ``_seq`` (the key deleted)."""
+    a tombstone's ``_seq`` (the key deleted). ``log``: the tombstones are an append-only log (a key's newest entry
+    counts, and a key brought back keeps its older entries), so each key's newest prior state is taken."""
     from pyspark.sql import functions as F
 
     def held(path: str, live: bool):
@@ -128,7 +132,11 @@ def prior_state(spark, table: str, mirror: str, tombstones: str):
                     row_hash.alias("p_hash"))
         )  # fmt: skip
 
-    return held(mirror, True).unionByName(held(tombstones, False))
+    both = held(mirror, True).unionByName(held(tombstones, False))
+    if not log:
+        return both
+    newest = F.max_by(F.struct("p_seq", "p_live", "p_hash"), "p_seq").alias("p")
+    return both.groupBy("table", KEY).agg(newest).select("table", KEY, "p.*")
 
 
 def per_key(typed, prior):
@@ -185,10 +193,11 @@ def batch_counts(keys) -> dict:
     return {r["table"]: r.asDict() for r in rows}
 
 
-def floor_batch(spark, batch_df, root: Path, batch_id: int, out: list[dict]) -> None:
+def floor_batch(spark, batch_df, root: Path, batch_id: int, out: list[dict], tombstone_log: bool = False) -> None:
     """One batch through the floor design (the module docstring): every table's changes typed (cached), joined and
     folded per key in one pass (checkpointed), the counts in one collect, then each table's two MERGEs; per table
-    its counts into ``out``."""
+    its counts into ``out``. ``tombstone_log``: the batch's DELETEs appended to an append-only tombstone log instead
+    of merged into the tombstones (:func:`prior_state` reads the log's newest entry per key)."""
     from pyspark.sql import functions as F
 
     clock = StepClock(spark, "floor")
@@ -198,7 +207,7 @@ def floor_batch(spark, batch_df, root: Path, batch_id: int, out: list[dict]) -> 
             names = sorted(r["table"] for r in typed.select("table").distinct().collect())
         prior = None
         for name in names:
-            mine = prior_state(spark, name, str(root / name), str(root / f"{name}__tombstones"))
+            mine = prior_state(spark, name, str(root / name), str(root / f"{name}__tombstones"), tombstone_log)
             prior = mine if prior is None else prior.unionByName(mine)
         with clock.step("per key"):
             keys = per_key(typed, prior).localCheckpoint()
@@ -214,7 +223,8 @@ def floor_batch(spark, batch_df, root: Path, batch_id: int, out: list[dict]) -> 
                 c["merged"] = merge_mirror(spark, str(root / name), source, f"floor-m-{name}", batch_id)
             if c["tombstones"]:
                 with clock.step("tombstones"):
-                    merge_tombstones(spark, str(root / f"{name}__tombstones"), source, f"floor-d-{name}", batch_id)
+                    write = append_tombstones if tombstone_log else merge_tombstones
+                    write(spark, str(root / f"{name}__tombstones"), source, f"floor-d-{name}", batch_id)
             c["steps"] = {step: cost.seconds for step, cost in clock.costs.items()}
             out.append(c)
     finally:
@@ -259,6 +269,14 @@ def merge_tombstones(spark, tombstones: str, source, stamp: str, batch_id: int) 
         )
 
 
+def append_tombstones(spark, tombstones: str, source, stamp: str, batch_id: int) -> None:
+    """... or the keys the batch deletes appended to the tombstone log, once per batch (Delta's ``txnAppId``)."""
+    deleted = source.where("deleted").selectExpr(KEY, "seq AS _seq")
+    deleted.write.format("delta").mode("append").option("txnAppId", stamp).option("txnVersion", batch_id).save(
+        tombstones
+    )
+
+
 def key_check_differences(counts: dict) -> int | None:
     """The key checks: the rows Delta reports against what the prior state expected (0: as expected)."""
     merged = counts["merged"]
@@ -293,7 +311,6 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     wh = Warehouse.from_config(bench_config(work / "warehouse", True))
     warmup_version = append_changes(spark, wh, changes_frame(spark, 1_000, existing=1_000, seed=3))
-    version = append_changes(spark, wh, changes_frame(spark, args.changes, existing=args.rows))
 
     def naive(root: Path, v: int) -> float:
         naive_tables(spark, root, args.rows, 1)
@@ -303,49 +320,58 @@ def main(argv: list[str] | None = None) -> int:
         autocdc_tables(spark, root, args.rows, 1)
         return run_autocdc(spark, wh, root, v, root / "_checkpoint").batch_seconds
 
-    counted: list[dict] = []
-    floor_steps: list[dict[str, float]] = []
+    counted: dict[str, dict] = {}
+    floor_steps: dict[str, list[dict[str, float]]] = {}
 
-    def floor(root: Path, v: int) -> float:
-        autocdc_tables(spark, root, args.rows, 1)  # the mirror with ``_seq``, and its empty tombstones
-        counted.clear()
-        ids = iter(range(10**6))
-        run = run_foreach(
-            spark, wh, v, root / "_checkpoint", "bench_typed_floor",
-            lambda df: floor_batch(spark, df, root, next(ids), counted),
-        )  # fmt: skip
-        return run.batch_seconds
+    def floor_design(name: str, tombstone_log: bool):
+        def floor(root: Path, v: int) -> float:
+            autocdc_tables(spark, root, args.rows, 1)  # the mirror with ``_seq``, and its empty tombstones
+            out: list[dict] = []
+            ids = iter(range(10**6))
+            run = run_foreach(
+                spark, wh, v, root / "_checkpoint", "bench_typed_floor",
+                lambda df: floor_batch(spark, df, root, next(ids), out, tombstone_log),
+            )  # fmt: skip
+            counted[name] = out[0]
+            floor_steps.setdefault(name, []).append(out[0]["steps"])
+            return run.batch_seconds
 
-    designs = {"naive MERGE": naive, "AUTO CDC shape": autocdc, "typed floor": floor}
+        return floor
+
+    floors = {"typed floor": False, "floor, tombstone log": True}
+    designs = {"naive MERGE": naive, "AUTO CDC shape": autocdc}
+    designs |= {name: floor_design(name, log) for name, log in floors.items()}
     for name, case in designs.items():  # classes loaded, code generated: the warm-up batch, not measured
-        case(work / "warmup" / name.replace(" ", "_"), warmup_version)
+        case(work / "warmup" / name.replace(" ", "_").replace(",", ""), warmup_version)
+    version = append_changes(spark, wh, changes_frame(spark, args.changes, existing=args.rows))
     seconds: dict[str, list[float]] = {name: [] for name in designs}
     for i in range(args.repeat):
         order = list(designs) if i % 2 == 0 else list(reversed(designs))
         for name in order:
-            root = work / f"case_{i}" / name.replace(" ", "_")
+            root = work / f"case_{i}" / name.replace(" ", "_").replace(",", "")
             seconds[name].append(designs[name](root, version))
-        floor_mirror = str(work / f"case_{i}" / "typed_floor" / table_name(0))
+        print(f"[typed floor] case {i + 1}: " + ", ".join(f"{n} {seconds[n][-1]:.2f} s" for n in order), flush=True)
         naive_mirror = str(work / f"case_{i}" / "naive_MERGE" / table_name(0))
-        c = counted[0]
-        floor_steps.append(c["steps"])
-        reconciled = c["applied"] + c["stale"] + c["quarantined"] == args.changes
-        same = same_rows(spark, floor_mirror, naive_mirror)
-        print(
-            f"[typed floor] case {i + 1}: " + ", ".join(f"{n} {seconds[n][-1]:.2f} s" for n in order)
-            + f"; floor counts: applied {c['applied']}, stale {c['stale']}, quarantined {c['quarantined']} "
-            f"(of {args.changes}: {'reconciled' if reconciled else 'NOT reconciled'}), "
-            f"drift {c['drift_u']} of {c['drift_n']} compared, key-check differences {key_check_differences(c)}, "
-            f"mirror {'equals' if same else 'DIFFERS FROM'} the naive MERGE's",
-            flush=True,
-        )  # fmt: skip
+        for name in floors:
+            c = counted[name]
+            reconciled = c["applied"] + c["stale"] + c["quarantined"] == args.changes
+            mirror = str(work / f"case_{i}" / name.replace(" ", "_").replace(",", "") / table_name(0))
+            same = same_rows(spark, mirror, naive_mirror)
+            print(
+                f"  {name}: applied {c['applied']}, stale {c['stale']}, quarantined {c['quarantined']} "
+                f"(of {args.changes}: {'reconciled' if reconciled else 'NOT reconciled'}), "
+                f"drift {c['drift_u']} of {c['drift_n']} compared, key-check differences {key_check_differences(c)}, "
+                f"mirror {'equals' if same else 'DIFFERS FROM'} the naive MERGE's",
+                flush=True,
+            )
     median = {name: statistics.median(s) for name, s in seconds.items()}
     print(f"[typed floor] {args.changes} changes into {args.rows} rows, medians of {args.repeat}:")
     for name, s in median.items():
-        print(f"  {name:15} {s:6.2f} s  {s / median['naive MERGE']:.2f}x the naive MERGE  "
+        print(f"  {name:21} {s:6.2f} s  {s / median['naive MERGE']:.2f}x the naive MERGE  "
               f"{1000 * s / args.changes:.3f} ms per change")  # fmt: skip
-    steps = {n: statistics.median(s.get(n, 0.0) for s in floor_steps) for n in floor_steps[0]} if floor_steps else {}
-    print("  typed floor by step (medians): " + ", ".join(f"{n} {s:.2f} s" for n, s in steps.items()))
+    for name, runs in floor_steps.items():
+        steps = {n: statistics.median(s.get(n, 0.0) for s in runs) for n in runs[0]}
+        print(f"  {name} by step (medians): " + ", ".join(f"{n} {s:.2f} s" for n, s in steps.items()))
     if args.gold:
         from bench.gold_sections import gold_case
 
@@ -353,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         case = gold_case(spark, work / "gold", rows=args.rows, changes=args.changes, tables=1, checks=True,
                          setup_chunk=args.rows)  # fmt: skip
         print(
-            f"  {'gold':15} {case['gold_seconds']:6.2f} s  {case['gold_seconds'] / median['naive MERGE']:.2f}x the "
+            f"  {'gold':21} {case['gold_seconds']:6.2f} s  {case['gold_seconds'] / median['naive MERGE']:.2f}x the "
             f"naive MERGE above (its own naive MERGE {case['naive_seconds']} s; {time.perf_counter() - began:.0f} s "
             "with its setup)",
             flush=True,

@@ -4,8 +4,8 @@ and the counts reconcile. Its figure in docs/benchmark.md means something only w
 
 from __future__ import annotations
 
-from bench.changes import SETUP_SEQ, autocdc_tables, changes_frame, table_name
-from bench.typed_floor import floor_batch, key_check_differences
+from bench.changes import BATCH_SEQ, SETUP_SEQ, autocdc_tables, changes_frame, table_name
+from bench.typed_floor import DATA, floor_batch, key_check_differences
 
 
 def test_the_floor_quarantines_a_misfit_skips_a_stale_change_and_finds_drift(spark, tmp_path):
@@ -39,3 +39,54 @@ def test_the_floor_quarantines_a_misfit_skips_a_stale_change_and_finds_drift(spa
     held = mirror.where(f"id = {stale_key}").first()
     assert held is None or held["_seq"] > chosen[3]["seq"], held
     assert mirror.where("amount IS NULL").count() == 0  # the misfit's NULL was never written
+
+
+def test_the_tombstone_log_and_the_merged_tombstones_agree_across_batches(spark, tmp_path):
+    """Batch 1 deletes keys; batch 2 brings one back and sends an UPDATE older than another's DELETE; batch 3 updates
+    the key brought back (live, and still in the tombstone log): the floor with its tombstones merged and the one with
+    an append-only tombstone log leave the same mirror and the same counts, and the late UPDATE is stale in both."""
+    first = changes_frame(spark, 40, existing=60, mix=(0, 100), seed=9).persist()  # DELETEs only
+    try:
+        deleted = sorted({int(r["before"]["id"]) for r in first.collect()})
+        back, late = deleted[0], deleted[1]
+        second = changes_frame(spark, 2, existing=60, mix=(0, 0), seq_base=BATCH_SEQ + 10**6).selectExpr(
+            "* EXCEPT (op, before, after, seq)",
+            "CASE WHEN queue_pos LIKE '%0' THEN 'INSERT' ELSE 'UPDATE' END AS op",
+            f"CASE WHEN queue_pos LIKE '%0' THEN NULL ELSE map('id', '{late}', 'name', 'n', 'amount', '1.00', "
+            "'qty', '1', 'updated_at', '2024-01-01T00:00:00', 'note', 'x') END AS before",
+            f"map('id', CASE WHEN queue_pos LIKE '%0' THEN '{back}' ELSE '{late}' END, 'name', 'again', "
+            "'amount', '2.00', 'qty', '2', 'updated_at', '2024-01-02T00:00:00', 'note', 'y') AS after",
+            # the UPDATE is older than every DELETE of batch 1; the INSERT newer
+            f"CASE WHEN queue_pos LIKE '%0' THEN seq ELSE lpad(CAST({BATCH_SEQ - 1} AS STRING), 20, '0') END AS seq",
+        )
+        third = second.where("op = 'INSERT'").selectExpr(  # the key brought back, updated: live, with a tombstone
+            "* EXCEPT (op, before, seq)", "'UPDATE' AS op", "after AS before",
+            f"lpad(CAST({BATCH_SEQ + 2 * 10**6} AS STRING), 20, '0') AS seq",
+        )  # fmt: skip
+        mirrors, counts = [], []
+        for log in (False, True):
+            root = tmp_path / ("log" if log else "merged")
+            autocdc_tables(spark, root, 60, 1)
+            out: list[dict] = []
+            floor_batch(spark, first, root, 1, out, tombstone_log=log)
+            floor_batch(spark, second, root, 2, out, tombstone_log=log)
+            floor_batch(spark, third, root, 3, out, tombstone_log=log)
+            counts.append([{k: c[k] for k in ("applied", "stale", "quarantined")} for c in out])
+            mirrors.append(
+                sorted(
+                    tuple(r)
+                    for r in spark.read.format("delta")
+                    .load(str(root / table_name(0)))
+                    .select("id", *DATA, "_seq")
+                    .collect()
+                )
+            )
+    finally:
+        first.unpersist()
+    assert counts[0] == counts[1], counts
+    assert counts[0][1] == {"applied": 1, "stale": 1, "quarantined": 0}, counts  # the INSERT back; the late UPDATE
+    assert counts[0][2] == {"applied": 1, "stale": 0, "quarantined": 0}, counts  # once, though it has a tombstone
+    assert mirrors[0] == mirrors[1]
+    ids = [row[0] for row in mirrors[0]]
+    assert back in ids and late not in ids
+    assert len(ids) == 60 - len(deleted) + 1
