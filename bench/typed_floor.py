@@ -5,10 +5,10 @@ how low gold's cost per change can go with its checks on.
 The floor batch (:func:`floor_batch`) reads the same silver ``changes`` (``map<string,string>`` images) and does
 what gold must do for keyed tables with full images, in the redesign's shape, every table of the batch in one pass:
 
-1. **typed once, per column** – each value converted by its column's own ``try_cast`` with the column named in the
-   SQL (no lambdas over the maps, no per-table facts looked up per row), a value that does not fit gives the change
-   its quarantine ``reason``; a NULL or missing key too; an UPDATE that moves its key is a DELETE of the old key
-   first (as :func:`pipelines.gold.decide.keyed_changes`); the typed changes are cached;
+1. **typed once, per column** – each value converted as gold converts it (:func:`pipelines.sql.convert_expr`), the
+   column named in the SQL (no lambdas over the maps, no per-table facts looked up per row); a value that does not
+   fit gives the change its quarantine ``reason``; a NULL or missing key too; an UPDATE that moves its key is a
+   DELETE of the old key first (as :func:`pipelines.gold.decide.keyed_changes`); the typed changes are cached;
 2. **one join with what the mirror holds** – each change beside its key's prior state read from the mirror itself
    (``_seq`` and a hash of the row's values) and from its tombstones (``_seq`` of the DELETE): no key-state copy;
    ``stale`` (older than the prior ``_seq``) and the drift check (the first UPDATE/DELETE's before-image hashed
@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from bench.changes import (
+    COLUMNS,
     append_changes,
     autocdc_tables,
     bench_config,
@@ -50,17 +51,11 @@ from bench.changes import (
 )
 from pipelines.delta_writes import idempotent_dml, release_checkpoint
 from pipelines.gold.steps import StepClock
+from pipelines.sql import convert_expr, spark_type
 from pipelines.warehouse import Warehouse
 
 #: The bench table's columns as its mirror types them (:data:`bench.changes.NAIVE_DDL`), the key first.
-FLOOR_TYPES = {
-    "id": "BIGINT",
-    "name": "STRING",
-    "amount": "DECIMAL(12,2)",
-    "qty": "INT",
-    "updated_at": "TIMESTAMP_NTZ",
-    "note": "STRING",
-}
+FLOOR_TYPES = {column: spark_type(source) for column, source in COLUMNS.items()}
 KEY = "id"
 DATA = [c for c in FLOOR_TYPES if c != KEY]
 #: A change's position in its batch: its sequence, a moved key's DELETE just before the UPDATE that moves it.
@@ -68,11 +63,9 @@ ORDER = "struct(seq, NOT moved)"
 
 
 def converted(image: str, column: str) -> str:
-    """SQL: one value of ``image`` converted to its column's type (a ``datetime``'s ``T`` read as a space)."""
-    value = f"{image}['{column}']"
-    if FLOOR_TYPES[column] == "TIMESTAMP_NTZ":
-        value = f"replace({value}, 'T', ' ')"
-    return f"try_cast({value} AS {FLOOR_TYPES[column]})"
+    """SQL: one value of ``image`` converted to its column's type as gold converts it (NULL: it does not fit; a
+    DECIMAL's text with more scale than the column's, or a time with more than 6 fractional digits, does not)."""
+    return convert_expr(f"{image}['{column}']", COLUMNS[column])
 
 
 def misfit(image: str, column: str) -> str:
