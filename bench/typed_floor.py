@@ -289,6 +289,11 @@ def same_rows(spark, floor_mirror: str, naive_mirror: str) -> bool:
     return floor.exceptAll(naive).isEmpty() and naive.exceptAll(floor).isEmpty()
 
 
+def case_dir(design: str) -> str:
+    """The directory of a design's tables in a case (``floor, tombstone log`` → ``floor_tombstone_log``)."""
+    return design.replace(",", "").replace(" ", "_")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.typed_floor", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
@@ -335,20 +340,20 @@ def main(argv: list[str] | None = None) -> int:
     designs = {"naive MERGE": naive, "AUTO CDC shape": autocdc}
     designs |= {name: floor_design(name, log) for name, log in floors.items()}
     for name, case in designs.items():  # classes loaded, code generated: the warm-up batch, not measured
-        case(work / "warmup" / name.replace(" ", "_").replace(",", ""), warmup_version)
+        case(work / "warmup" / case_dir(name), warmup_version)
     version = append_changes(spark, wh, changes_frame(spark, args.changes, existing=args.rows))
     seconds: dict[str, list[float]] = {name: [] for name in designs}
     for i in range(args.repeat):
         order = list(designs) if i % 2 == 0 else list(reversed(designs))
         for name in order:
-            root = work / f"case_{i}" / name.replace(" ", "_").replace(",", "")
+            root = work / f"case_{i}" / case_dir(name)
             seconds[name].append(designs[name](root, version))
         print(f"[typed floor] case {i + 1}: " + ", ".join(f"{n} {seconds[n][-1]:.2f} s" for n in order), flush=True)
-        naive_mirror = str(work / f"case_{i}" / "naive_MERGE" / table_name(0))
+        naive_mirror = str(work / f"case_{i}" / case_dir("naive MERGE") / table_name(0))
         for name in floors:
             c = counted[name]
             reconciled = c["applied"] + c["stale"] + c["quarantined"] == args.changes
-            mirror = str(work / f"case_{i}" / name.replace(" ", "_").replace(",", "") / table_name(0))
+            mirror = str(work / f"case_{i}" / case_dir(name) / table_name(0))
             same = same_rows(spark, mirror, naive_mirror)
             print(
                 f"  {name}: applied {c['applied']}, stale {c['stale']}, quarantined {c['quarantined']} "

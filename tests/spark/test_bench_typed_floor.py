@@ -13,7 +13,7 @@ def test_the_floor_quarantines_a_misfit_skips_a_stale_change_and_finds_drift(spa
     changes = changes_frame(spark, 50, existing=100, mix=(70, 100), seed=5).selectExpr(
         "*", "row_number() OVER (ORDER BY seq) AS n"
     )
-    faults = changes.selectExpr(
+    faults = changes.selectExpr(  # map_concat: the fault's value wins (the session's mapKeyDedupPolicy, LAST_WIN)
         "* EXCEPT (n, after, before, seq)",
         "CASE WHEN n = 2 THEN map_concat(after, map('amount', 'abc')) ELSE after END AS after",
         "CASE WHEN n = 4 THEN map_concat(before, map('qty', '-1')) ELSE before END AS before",
@@ -24,7 +24,6 @@ def test_the_floor_quarantines_a_misfit_skips_a_stale_change_and_finds_drift(spa
         chosen = {r["n"]: r for r in faults.where("n IN (2, 3, 4)").collect()}
         assert chosen[2]["op"] == "UPDATE" and chosen[3]["op"] == "UPDATE"  # the faults land on UPDATEs
         counted: list[dict] = []
-        spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # map_concat: the fault's value wins
         floor_batch(spark, faults.drop("n"), tmp_path, 1, counted)
     finally:
         faults.unpersist()
