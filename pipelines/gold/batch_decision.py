@@ -78,6 +78,9 @@ class DecidedBatch:
     later_read: int | None = None  # the round of new tables' waiting changes this batch read through
     cached: tuple[DataFrame, ...] = ()  # each made from the ones before it
     large_write_settings: Mapping[str, str] = field(default_factory=dict)  # over ``settings``: BatchSettings
+    #: no change to write is a partial image (nor made one by ``ignore_null_updates``): the fold takes each key's
+    #: last change (:func:`~pipelines.gold.fold.fold_per_key`, ``whole``)
+    whole_images: bool = False
 
     @cached_property
     def keyed(self) -> dict[str, TablePlan]:
@@ -127,13 +130,15 @@ def decide_batch(run: BatchRun, batch_df: DataFrame, stream: GoldStream, setting
             rows = kept(rows_with_key_state(run, good, plans, lookups, small=changes <= BROADCAST_CHANGES))
             cached.append(rows)
             counts = count_decisions(run, plans, lookups, checked, good, rows, skipped)
-            fresh = fold_inputs(rows.where("NOT stale"), run.state_batch, ignore_nulls_sql(plans, run.cfg))
+            ignore_nulls = ignore_nulls_sql(plans, run.cfg)
+            fresh = fold_inputs(rows.where("NOT stale"), run.state_batch, ignore_nulls)
+            whole = ignore_nulls == "false" and not any(c["partial"] for c in counts.values())
     except BaseException:
         uncache(cached)
         raise
     return DecidedBatch(
         run, plans, lookups, checked, rows, fresh, counts, settings.current, later_rows, later_read,
-        cached=tuple(cached), large_write_settings=settings.large_writes,
+        cached=tuple(cached), large_write_settings=settings.large_writes, whole_images=whole,
     )  # fmt: skip
 
 

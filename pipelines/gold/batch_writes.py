@@ -116,7 +116,8 @@ def write_batch(decided: DecidedBatch, due: DueMirrors, stream: GoldStream) -> N
 
 def fold_fresh(decided: DecidedBatch) -> DataFrame:
     """The batch's fresh changes folded per key (checkpointed: key state and the due mirrors read it)."""
-    return fold_per_key(decided.fresh, soft=soft_mirrors(decided.plans.values())).localCheckpoint()
+    soft = soft_mirrors(decided.plans.values())
+    return fold_per_key(decided.fresh, soft=soft, whole=decided.whole_images).localCheckpoint()
 
 
 def shared_writes(decided: DecidedBatch, due: DueMirrors, stream: GoldStream, fresh_folded: DataFrame) -> Writes:

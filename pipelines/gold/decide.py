@@ -258,7 +258,8 @@ def probe_columns(lookups: Lookups) -> dict[str, str]:
 def table_counts(decided: DataFrame, checks: bool) -> DataFrame:
     """One row per source table: ``quarantined``, ``applied``, ``stale`` (the DELETEs of moved keys are no
     changes of their own), ``truncates`` (TRUNCATEs), ``fresh`` and ``oldest`` (the changes to write, moved
-    keys' DELETEs included, and the oldest one's ingest time in microseconds), ``newest`` (the newest source
+    keys' DELETEs included, and the oldest one's ingest time in microseconds), ``partial`` (partial images),
+    ``newest`` (the newest source
     commit time of the changes applied, microseconds), and with ``checks`` the change
     checks' counts: ``seq_n``/``seq_u`` (changes compared, sequences older than the mirror's) and
     ``drift_n``/``drift_u`` (UPDATE/DELETEs compared, before-images that are not the mirror's row)."""
@@ -271,6 +272,7 @@ def table_counts(decided: DataFrame, checks: bool) -> DataFrame:
         F.count_if(F.expr(f"{own} AND stale")).alias("stale"),
         F.count_if(F.expr(f"{own} AND NOT stale")).alias("applied"),
         F.count_if(F.expr("reason IS NULL AND NOT stale")).alias("fresh"),
+        F.count_if(F.expr(f"reason IS NULL AND coalesce({PARTIAL_SQL}, false)")).alias("partial"),
         F.min(F.when(F.expr("reason IS NULL AND NOT stale"), F.unix_micros("ingest_time"))).alias("oldest"),
         F.max(F.when(F.expr(f"{own} AND NOT stale"), F.unix_micros(F.col("event_time").cast("timestamp")))).alias(
             "newest"

@@ -90,21 +90,30 @@ def state_structs(state: str, key: tuple[str, ...], shape: MirrorShape) -> tuple
     return named_struct(values), named_struct(written)
 
 
-def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k"), soft: Iterable[str] = ()) -> DataFrame:
+def fold_per_key(
+    rows: DataFrame, by: tuple[str, ...] = ("mirror", "k"), soft: Iterable[str] = (), whole: bool = False
+) -> DataFrame:
     """One row per key: the state its changes leave (``st``: ``live``, ``full``, ``img``), the key columns
     ``kimg``, whether the mirror held the key before the first of them (``first_prev_live``), the lineage
     columns of the last change (``last``), and where the rows have it, ``held``: the value hashes key state
     held for a live key (:func:`pipelines.gold.decide.key_state_rows`). ``soft``: the mirrors (state keys)
     with ``deletes: soft``, whose DELETEs keep the row's image. ``img_seq``: the sequence of the last image
     (not a DELETE) among the changes; ``buried``: the key's changes all came before its soft tombstone
-    (``tomb``), so it stays deleted with their image (:func:`pipelines.gold.decide.with_key_state`)."""
+    (``tomb``), so it stays deleted with their image (:func:`pipelines.gold.decide.with_key_state`).
+
+    ``whole``: no change of ``rows`` is a partial image, and no mirror is ``soft``. Then a key's state is its last
+    change's (a whole image replaces the row, a DELETE empties it) and the fold is one ``max_by`` per key, as AUTO
+    CDC's ``Scd1BatchProcessor`` takes the latest change, instead of collecting, sorting and folding its changes."""
     from pyspark.sql import functions as F
 
+    soft = sorted(soft)
+    whole = whole and not soft
     held = [F.first("held", ignorenulls=True).alias("held")] if "held" in rows.columns else []
     if "tomb" not in rows.columns:  # changes that are not the batch pass's fold inputs: none lies under one
         rows = rows.withColumn("tomb", F.lit(None).cast(TOMB_DDL)).withColumn("prior_img", F.lit(None).cast("string"))
+    change = F.struct(*CHANGE_STRUCT)
     per_key = rows.groupBy(*by).agg(
-        F.collect_list(F.struct(*CHANGE_STRUCT)).alias("chs"),
+        F.max_by(change, ORD).alias("last") if whole else F.collect_list(change).alias("chs"),
         F.max_by("kimg", ORD).alias("kimg"),
         F.min_by("prev_live", ORD).alias("first_prev_live"),
         *held,
@@ -112,21 +121,23 @@ def fold_per_key(rows: DataFrame, by: tuple[str, ...] = ("mirror", "k"), soft: I
         F.first("prior_img", ignorenulls=True).alias("prior_img"),
         F.max(F.when(F.col("op") != "DELETE", F.col(ORD))).alias("img_ord"),  # the last image's (ord leads with seq)
     )
-    ordered = f"array_sort(chs, {BY_ORD})"
-    soft = sorted(soft)
-    soft_sql = f"mirror IN ({', '.join(lit(m) for m in soft)})" if soft and "mirror" in by else "false"
+    if whole:  # what fold_step leaves after the last change: a whole image replaces, a DELETE empties
+        state = (
+            "named_struct('live', last.op != 'DELETE', 'full', true, "
+            f"'img', CASE WHEN last.op = 'DELETE' THEN {EMPTY_MAP} ELSE last.after END)"
+        )
+        folding = [f"{state} AS st", "last"]
+    else:
+        ordered = f"array_sort(chs, {BY_ORD})"
+        soft_sql = f"mirror IN ({', '.join(lit(m) for m in soft)})" if soft and "mirror" in by else "false"
+        folding = [
+            f"aggregate({ordered}, {FOLD_START}, (acc, c) -> {fold_step('acc', soft_sql)}) AS st",
+            f"element_at({ordered}, -1) AS last",
+        ]
     folded = per_key.selectExpr(
-        *by,
-        "kimg",
-        "first_prev_live",
-        *(["held"] if held else []),
-        "tomb",
-        "prior_img",
-        f"aggregate({ordered}, {FOLD_START}, (acc, c) -> {fold_step('acc', soft_sql)}) AS st",
-        f"element_at({ordered}, -1) AS last",
-        "img_ord.seq AS img_seq",
-        "coalesce(last.seq < tomb.seq, false) AS buried",
-    )
+        *by, "kimg", "first_prev_live", *(["held"] if held else []), "tomb", "prior_img", *folding,
+        "img_ord.seq AS img_seq", "coalesce(last.seq < tomb.seq, false) AS buried",
+    )  # fmt: skip
     kept_deleted = "named_struct('live', false, 'full', st.full, 'img', st.img)"
     return folded.withColumn("st", F.expr(f"CASE WHEN buried THEN {kept_deleted} ELSE st END"))
 

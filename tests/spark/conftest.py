@@ -51,6 +51,7 @@ CI_SLICE: dict[str, set[str] | None] = {
     },
     "test_gold_type_mapping.py": {"test_debezium_postgres_arrays_and_unavailable_values_through_gold"},
     "test_gold_order.py": None,
+    "test_gold_fold.py": None,  # the fold of whole images against the fold of every change (issue 39)
     "test_sql_rules_connect.py": None,
     "test_lineage.py": None,  # why and the consistent read (erase is long in the module itself)
     "test_quarantine_replay.py": None,

@@ -55,3 +55,52 @@ def test_the_fold_names_every_column_however_hostile(spark):
     assert [row[f"v{i}"] for i in range(len(HOSTILE))] == [0, 20, 2, None, 4], "the partial UPDATE overlays"
     assert all(row[f"w{i}"] for i in range(len(HOSTILE))), "a full image was seen: every column is written"
     assert folded.select(f"{VALUES}.*").columns == HOSTILE
+
+
+def test_the_fold_of_whole_images_is_each_keys_last_change(spark):
+    """``whole``: one ``max_by`` per key gives what folding every change does, for keys inserted, updated, deleted,
+    deleted and inserted again, lying under a tombstone (``buried``), held before (``held``)."""
+    changes = [  # key, seq, op, after, the key's state before: live, its tombstone's sequence
+        ("1", "03", "UPDATE", {"id": "1", "v": "c"}, True, None),
+        ("1", "01", "UPDATE", {"id": "1", "v": "a"}, True, None),
+        ("1", "02", "UPDATE", {"id": "1", "v": "b"}, True, None),
+        ("2", "05", "DELETE", None, True, None),
+        ("2", "04", "UPDATE", {"id": "2", "v": "x"}, True, None),
+        ("3", "06", "DELETE", None, False, None),
+        ("3", "07", "INSERT", {"id": "3", "v": "y"}, False, None),
+        ("4", "08", "INSERT", {"id": "4", "v": "z"}, False, "09"),  # older than the key's tombstone
+        ("5", "10", "INSERT", {"id": "5", "v": "w"}, False, None),
+    ]
+    frame = spark.createDataFrame(
+        [
+            (key, seq, "f#1", i, op, after, {"id": key, "v": "old"} if op == "DELETE" else None, live, tomb)
+            for i, (key, seq, op, after, live, tomb) in enumerate(changes)
+        ],
+        "key STRING, seq STRING, queue_pos STRING, change_index INT, op STRING, after MAP<STRING,STRING>, "
+        "before MAP<STRING,STRING>, s_live BOOLEAN, tomb_seq STRING",
+    ).selectExpr(
+        "*", "CAST(NULL AS array<string>) AS changed", "CAST(NULL AS STRING) AS event_time", "'s' AS source",
+        "'oms_canal' AS format", "concat('p', change_index) AS bronze_position", "TIMESTAMP'2026-12-07 10:00:00' AS ingest_time",
+    )  # fmt: skip
+    keyed = with_order(frame).selectExpr(
+        f"'m' AS {MIRROR}",
+        "to_json(array(key)) AS k",
+        "map('id', key) AS kimg",
+        "s_live AS prev_live",
+        "CASE WHEN s_live THEN map('v', 7L) END AS s_vh",
+        "CASE WHEN s_live THEN '00' END AS s_seq",
+        "CAST(NULL AS STRING) AS s_img_seq",
+        f"CAST(CASE WHEN tomb_seq IS NOT NULL THEN named_struct('seq', tomb_seq, 'event_time', "
+        f"CAST(NULL AS TIMESTAMP), 'queue_pos', 'f#0') END AS {TOMB_DDL}) AS tomb",
+        "*",
+    )
+    inputs = fold_inputs(keyed, 0)
+    folded = fold_per_key(inputs).orderBy("k").collect()
+    whole = fold_per_key(inputs, whole=True).orderBy("k").collect()
+    assert [r.asDict(recursive=True) for r in whole] == [r.asDict(recursive=True) for r in folded]
+    by_key = {r["kimg"]["id"]: r for r in whole}
+    assert by_key["1"]["st"]["img"]["v"] == "c", "the last UPDATE by sequence, not by arrival"
+    assert not by_key["2"]["st"]["live"] and by_key["2"]["st"]["img"] == {}
+    assert by_key["3"]["st"]["live"] and by_key["3"]["first_prev_live"] is False
+    assert by_key["4"]["buried"] and not by_key["4"]["st"]["live"], "an insert older than its key's tombstone"
+    assert by_key["1"]["held"] == {"v": 7}
