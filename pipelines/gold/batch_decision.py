@@ -78,14 +78,18 @@ class DecidedBatch:
     later_read: int | None = None  # the round of new tables' waiting changes this batch read through
     cached: tuple[DataFrame, ...] = ()  # each made from the ones before it
     large_write_settings: Mapping[str, str] = field(default_factory=dict)  # over ``settings``: BatchSettings
-    #: no change to write is a partial image (nor made one by ``ignore_null_updates``): the fold takes each key's
-    #: last change (:func:`~pipelines.gold.fold.fold_per_key`, ``whole``)
-    whole_images: bool = False
 
     @cached_property
     def keyed(self) -> dict[str, TablePlan]:
         """The plans of tables with a key, by mirror (made once: the steps after look mirrors up in it)."""
         return {p.mirror: p for p in self.plans.values() if p.keyed}
+
+    @cached_property
+    def whole_images(self) -> bool:
+        """No change the batch decided is a partial image (nor made one by ``ignore_null_updates``): the fold takes
+        each key's last change (:func:`~pipelines.gold.fold.fold_per_key`, ``whole``)."""
+        no_partial = not any(c["partial"] for c in self.counts.values())
+        return no_partial and ignore_nulls_sql(self.plans, self.run.cfg) == "false"
 
     def fresh_changes(self, plan: TablePlan) -> int:
         """The batch's fresh changes of a table."""
@@ -130,15 +134,13 @@ def decide_batch(run: BatchRun, batch_df: DataFrame, stream: GoldStream, setting
             rows = kept(rows_with_key_state(run, good, plans, lookups, small=changes <= BROADCAST_CHANGES))
             cached.append(rows)
             counts = count_decisions(run, plans, lookups, checked, good, rows, skipped)
-            ignore_nulls = ignore_nulls_sql(plans, run.cfg)
-            fresh = fold_inputs(rows.where("NOT stale"), run.state_batch, ignore_nulls)
-            whole = ignore_nulls == "false" and not any(c["partial"] for c in counts.values())
+            fresh = fold_inputs(rows.where("NOT stale"), run.state_batch, ignore_nulls_sql(plans, run.cfg))
     except BaseException:
         uncache(cached)
         raise
     return DecidedBatch(
         run, plans, lookups, checked, rows, fresh, counts, settings.current, later_rows, later_read,
-        cached=tuple(cached), large_write_settings=settings.large_writes, whole_images=whole,
+        cached=tuple(cached), large_write_settings=settings.large_writes,
     )  # fmt: skip
 
 

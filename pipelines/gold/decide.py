@@ -259,8 +259,7 @@ def table_counts(decided: DataFrame, checks: bool) -> DataFrame:
     """One row per source table: ``quarantined``, ``applied``, ``stale`` (the DELETEs of moved keys are no
     changes of their own), ``truncates`` (TRUNCATEs), ``fresh`` and ``oldest`` (the changes to write, moved
     keys' DELETEs included, and the oldest one's ingest time in microseconds), ``partial`` (partial images),
-    ``newest`` (the newest source
-    commit time of the changes applied, microseconds), and with ``checks`` the change
+    ``newest`` (the newest source commit time of the changes applied, microseconds), and with ``checks`` the change
     checks' counts: ``seq_n``/``seq_u`` (changes compared, sequences older than the mirror's) and
     ``drift_n``/``drift_u`` (UPDATE/DELETEs compared, before-images that are not the mirror's row)."""
     from pyspark.sql import functions as F
