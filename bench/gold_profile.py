@@ -107,11 +107,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nSQL executions of the batch: {len(executions)} (raw metrics in {work / 'sql.json'}); the longest:")
     for e in sorted(executions, key=lambda e: -e.get("duration", 0))[:12]:
         print(f"  {e.get('duration', 0):9.0f} ms  {e.get('description', '').splitlines()[0][:110]}")
+    cores = spark.sparkContext.defaultParallelism
     for e in executions:
         for node in e.get("nodes", []):
             for metric in node.get("metrics", []):
-                if any(w in metric["name"] for w in ("time", "duration")):
-                    by_op[f"{node['nodeName']}: {metric['name']}"] += _ms(metric["value"])
+                if not any(w in metric["name"] for w in ("time", "duration")):
+                    continue
+                ms = _ms(metric["value"])
+                if ms > e.get("duration", 0) * cores:  # more than the query could spend: a metric Spark got wrong
+                    print(f"  left out: {node['nodeName']}: {metric['name']} {ms:.0f} ms in a query of "
+                          f"{e.get('duration', 0)} ms ({e.get('description', '').splitlines()[0][:60]})")  # fmt: skip
+                    continue
+                by_op[f"{node['nodeName']}: {metric['name']}"] += ms
     by_step: dict[str, float] = defaultdict(float)
     for e in executions:
         by_step[e.get("description", "").splitlines()[0][:60]] += e.get("duration", 0)
