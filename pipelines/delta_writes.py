@@ -27,10 +27,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: A MERGE into a table smaller than this rewrites the files it touches rather than writing deletion
-#: vectors: for a table of one small file the rewrite is the cheaper write (one job against about five
-#: for a deletion vector), and its readers have no vectors to apply. A larger table keeps them, so a
-#: MERGE of a few rows never copies the rest of a large file (:data:`pipelines.gold.identity.DELETION_VECTORS`).
-REWRITE_BELOW_BYTES = 32 * 1024 * 1024
+#: vectors: for one small file the rewrite is the cheaper write (eight fewer Spark jobs a MERGE), and its
+#: readers have no vectors to apply. A larger table keeps them, so a MERGE of a few rows never copies the
+#: rest of its files (:data:`pipelines.gold.identity.DELETION_VECTORS`). Measured with ``bench.gold_profile``
+#: and ``python -m bench --only cost`` (docs/benchmark.md, "Deletion vectors"): 1,000 and 10,000 changes into
+#: a 100,000-row mirror of 4.2 MiB cost about 1.2 s a batch less with vectors (32 MiB had rewritten it);
+#: 200 changes into a 20,000-row mirror of 0.85 MiB were cheaper rewritten (3.2 s against 3.8 s, one run).
+REWRITE_BELOW_BYTES = 1024 * 1024
+#: A MERGE that updates or deletes at least one target row per this many bytes of the table rewrites it
+#: whatever its size: it touches a large share of the rows and nearly every file, so vectors add their own writes
+#: (100,000 changes into that 100,000-row mirror, 44 bytes a row, 55% of its rows touched: 0.6-0.8 s a batch
+#: more with vectors; 9% touched: 1.1 s less). Between the two the crossover is near a third of its rows,
+#: 128 bytes a touched row.
+REWRITE_FROM_BYTES_PER_TOUCHED_ROW = 128
 
 
 def append_idempotent(frame: DataFrame, ref: TableRef, app_id: str | None, version: int | None) -> None:
@@ -119,16 +128,24 @@ def release_checkpoint(checkpoint: DataFrame) -> None:
         log.debug("checkpoint blocks left to the cleaner: %s", exc)
 
 
-def checkpointed_merge_settings(spark: SparkSession, target: TableRef) -> dict[str, str]:
+def checkpointed_merge_settings(spark: SparkSession, target: TableRef, touched_rows: int = 0) -> dict[str, str]:
     """Settings of a MERGE into ``target`` whose source is already a checkpoint (:func:`checkpointed`):
     Delta need not copy the source again before it reads it twice (``merge.materializeSource``; Delta
-    copies any source that is not a plain Delta scan), and a table under :data:`REWRITE_BELOW_BYTES`
-    rewrites the files the MERGE touches instead of writing deletion vectors."""
+    copies any source that is not a plain Delta scan), and the MERGE rewrites the files it touches instead
+    of writing deletion vectors where the table is under :data:`REWRITE_BELOW_BYTES` or the ``touched_rows``
+    it updates or deletes (as key state expects) reach one per :data:`REWRITE_FROM_BYTES_PER_TOUCHED_ROW`."""
     settings = {"spark.databricks.delta.merge.materializeSource": "none"}
-    size = table_size_bytes(spark, target)
-    if size is not None and size < REWRITE_BELOW_BYTES:
+    if rewrites_files(table_size_bytes(spark, target), touched_rows):
         settings["spark.databricks.delta.merge.deletionVectors.persistent"] = "false"
     return settings
+
+
+def rewrites_files(size: int | None, touched_rows: int) -> bool:
+    """Whether a MERGE into a table of ``size`` bytes (None: unknown) that updates or deletes
+    ``touched_rows`` of its rows is the cheaper write rewriting the files it touches (the constants above)."""
+    if size is None:
+        return False
+    return size < REWRITE_BELOW_BYTES or touched_rows * REWRITE_FROM_BYTES_PER_TOUCHED_ROW >= size
 
 
 def table_size_bytes(spark: SparkSession, ref: TableRef) -> int | None:

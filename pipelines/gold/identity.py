@@ -67,7 +67,8 @@ COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
 #: Mirrors and tombstones take MERGEs of a few rows into many files: with deletion vectors a MERGE marks
 #: the rows it replaces or deletes instead of rewriting every file that holds one (Delta 3.1+; Databricks
 #: and Delta 4 readers read them; OPTIMIZE/auto-compaction purges them). A table of a few small files is
-#: rewritten instead (:data:`pipelines.delta_writes.REWRITE_BELOW_BYTES`).
+#: rewritten instead, as is a MERGE that touches a large share of its rows
+#: (:func:`pipelines.delta_writes.rewrites_files`).
 DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 #: The mirror property recording ``gold.table_features`` as gold created the mirror: its later schema
 #: changes keep to it, whatever the configuration says then.

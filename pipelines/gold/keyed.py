@@ -109,7 +109,8 @@ def apply_keyed(
             writes.inserted, writes.updated, writes.deleted = writes.expected_inserted, 0, 0
         writes.appended = True
         return writes
-    merged = merge_keyed(ctx, source, key, shape, soft)
+    touched = writes.expected_updated + writes.expected_deleted
+    merged = merge_keyed(ctx, source, key, shape, soft, touched_rows=touched)
     if merged is not None:
         writes.inserted = int(merged["num_inserted_rows"])
         writes.updated = int(merged["num_updated_rows"])
@@ -133,11 +134,17 @@ def _as_mirror_rows(ctx: BatchContext, source: DataFrame, key: tuple[str, ...], 
 
 
 def merge_keyed(
-    ctx: BatchContext, source: DataFrame, key: tuple[str, ...], shape: MirrorShape, soft: bool = False
+    ctx: BatchContext,
+    source: DataFrame,
+    key: tuple[str, ...],
+    shape: MirrorShape,
+    soft: bool = False,
+    touched_rows: int = 0,
 ) -> Row | None:
     """One MERGE into the mirror: live keys updated (the columns they write) or inserted, deleted keys
     removed. Returns Delta's metrics row, None where Delta skipped it as already committed. The source is
-    a batch-level checkpoint, read twice without Delta copying it again
+    a batch-level checkpoint, read twice without Delta copying it again; ``touched_rows`` (the rows key
+    state expects it to update or delete) picks rewriting or deletion vectors
     (:func:`~pipelines.delta_writes.checkpointed_merge_settings`)."""
     spark, ident = ctx.spark, ctx.ident
     data_cols = data_columns(shape, key)
@@ -150,7 +157,7 @@ def merge_keyed(
     insert_values = {q(k): f"s.k.{q(k)}" for k in key}
     insert_values.update({q(c): values[c] for c in data_cols})
     insert_values.update({q(n): f"s.{n}" for n in LINEAGE_COLUMNS})
-    with ctx.txn(Step.MIRROR, checkpointed_merge_settings(spark, ident.ref)):
+    with ctx.txn(Step.MIRROR, checkpointed_merge_settings(spark, ident.ref, touched_rows)):
         merge = DeltaMerge(ident.ref, source, on)
         if soft:
             for kind, condition, assigned in soft_clauses(update_set, insert_values):

@@ -226,15 +226,22 @@ def test_a_catalog_mirror_declares_its_key_where_the_catalog_can(spark, tmp_path
         spark.sql(f"DROP SCHEMA IF EXISTS spark_catalog.{schema} CASCADE")
 
 
-@pytest.mark.parametrize("large", [True, False], ids=["deletion vectors", "small: rewritten"])
+@pytest.mark.parametrize(
+    "large, most_touched",
+    [(True, False), (False, False), (True, True)],
+    ids=["deletion vectors", "small: rewritten", "a large share touched: rewritten"],
+)
 def test_an_update_marks_the_row_it_replaces_in_a_large_mirror_and_rewrites_a_small_one(
-    spark, tmp_path, monkeypatch, large
+    spark, tmp_path, monkeypatch, large, most_touched
 ):
     """Mirrors use deletion vectors: a MERGE that changes one row of a file copies none of
     the file's other rows (without them it rewrites the whole file). A mirror under
-    ``REWRITE_BELOW_BYTES`` is rewritten instead (one small file: the cheaper write); the rows are the same."""
+    ``REWRITE_BELOW_BYTES``, or a MERGE that updates or deletes a row per ``REWRITE_FROM_BYTES_PER_TOUCHED_ROW``
+    of the table, is rewritten instead (the cheaper write there); the rows are the same."""
     if large:  # every mirror counts as large
         monkeypatch.setattr(delta_writes, "REWRITE_BELOW_BYTES", 0)
+    if most_touched:  # one row touched counts as a large share of the table
+        monkeypatch.setattr(delta_writes, "REWRITE_FROM_BYTES_PER_TOUCHED_ROW", 10**9)
     gold = Gold(spark, tmp_path)
     gold.apply([change("INSERT", n, after=_row(n, u="1", d="1.00", a="1"), types=TYPES) for n in range(1, 6)])
     old, new = _row(3, u="1", d="1.00", a="1"), _row(3, u="2", d="2.00", a="2")
@@ -248,7 +255,7 @@ def test_an_update_marks_the_row_it_replaces_in_a_large_mirror_and_rewrites_a_sm
     ]
     changed = [m for m in merges if int(m.get("numTargetRowsUpdated", 0)) + int(m.get("numTargetRowsDeleted", 0))]
     assert len(changed) == 2, changed
-    if large:
+    if large and not most_touched:
         assert all(int(m["numTargetRowsCopied"]) == 0 for m in changed), changed
         assert all(int(m["numTargetDeletionVectorsAdded"]) >= 1 for m in changed), changed
     else:
